@@ -1,0 +1,106 @@
+"""The spanguard wire contract, version 1: pydantic models of every event.
+
+Input events arrive on ``spanguard.events``; output events leave on the topics
+named by :data:`schemas.outputs.TOPIC_OF`. :data:`ContractEvent` is the one
+discriminated union on ``type`` over all of them.
+"""
+
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter
+
+from schemas.common import SCHEMA_VERSION, MentionIn, Referent
+from schemas.inputs import (
+    INPUT_TYPES,
+    ContextRewritten,
+    EvictionPolicy,
+    EvictionRequested,
+    InputEnvelope,
+    InputEvent,
+    ScoreIn,
+    ScoresComputed,
+    SessionClosed,
+    SnapshotEntry,
+    SnapshotScore,
+    SpanAdded,
+    text_sha256,
+)
+from schemas.outputs import (
+    DEFAULT_SEVERITY,
+    TOPIC_OF,
+    Action,
+    AlertWindow,
+    EventRejected,
+    EvictionDecided,
+    FaultKind,
+    FleetAlert,
+    IntegrityFault,
+    OutputEvent,
+    PinMention,
+    Refusal,
+    RefusalReason,
+    RejectReason,
+    ScoresRecomputeRequested,
+    Severity,
+    SpanPinned,
+)
+
+ContractEvent = Annotated[
+    SpanAdded
+    | ScoresComputed
+    | ContextRewritten
+    | EvictionRequested
+    | SessionClosed
+    | IntegrityFault
+    | SpanPinned
+    | ScoresRecomputeRequested
+    | EvictionDecided
+    | FleetAlert
+    | EventRejected,
+    Field(discriminator="type"),
+]
+"""Every event of the contract, input or output, chosen by ``type``."""
+
+INPUT_ADAPTER: TypeAdapter[InputEvent] = TypeAdapter(InputEvent)
+OUTPUT_ADAPTER: TypeAdapter[OutputEvent] = TypeAdapter(OutputEvent)
+CONTRACT_ADAPTER: TypeAdapter[ContractEvent] = TypeAdapter(ContractEvent)
+
+__all__ = [
+    "CONTRACT_ADAPTER",
+    "DEFAULT_SEVERITY",
+    "INPUT_ADAPTER",
+    "INPUT_TYPES",
+    "OUTPUT_ADAPTER",
+    "SCHEMA_VERSION",
+    "TOPIC_OF",
+    "Action",
+    "AlertWindow",
+    "ContextRewritten",
+    "ContractEvent",
+    "EventRejected",
+    "EvictionDecided",
+    "EvictionPolicy",
+    "EvictionRequested",
+    "FaultKind",
+    "FleetAlert",
+    "InputEnvelope",
+    "InputEvent",
+    "IntegrityFault",
+    "MentionIn",
+    "OutputEvent",
+    "PinMention",
+    "Referent",
+    "Refusal",
+    "RefusalReason",
+    "RejectReason",
+    "ScoreIn",
+    "ScoresComputed",
+    "ScoresRecomputeRequested",
+    "SessionClosed",
+    "Severity",
+    "SnapshotEntry",
+    "SnapshotScore",
+    "SpanAdded",
+    "SpanPinned",
+    "text_sha256",
+]

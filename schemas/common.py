@@ -1,0 +1,100 @@
+"""Shared building blocks of the wire contract (version 1).
+
+Every field name here is fixed by ``CONTRACT.md``. Where the contract leaves a
+choice open, the docstring of the model that makes the choice says so.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+
+SCHEMA_VERSION: Literal[1] = 1
+"""The only ``schema_version`` this contract accepts; any other value is rejected."""
+
+HEX64_PATTERN = r"^[0-9a-f]{64}$"
+
+
+def _format_ts(value: datetime) -> str:
+    # RFC 3339 with a "Z" for UTC, so that replayed output is byte-identical
+    # whatever the input's offset spelling was.
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+Timestamp = Annotated[AwareDatetime, PlainSerializer(_format_ts, return_type=str)]
+"""An RFC 3339 time with an offset (a naive time is invalid)."""
+
+Sha256Hex = Annotated[str, Field(pattern=HEX64_PATTERN, description="sha256, 64 lower-case hex")]
+"""A sha256 digest in lower-case hex. Upper-case input is lower-cased first."""
+
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+SpanId = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+def drop_nulls(value: Any) -> Any:
+    """Return ``value`` with every ``null`` object member removed, recursively.
+
+    The contract says JSON ``null`` means absent; list items are left alone, so a
+    ``null`` inside a list is still an error.
+    """
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+def lower_hex(value: Any) -> Any:
+    """Lower-case a string so that hex digests compare byte for byte."""
+    return value.lower() if isinstance(value, str) else value
+
+
+class ContractModel(BaseModel):
+    """Base of every contract model: unknown fields are kept, ``null`` means absent."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        return drop_nulls(data)
+
+
+class ClosedModel(BaseModel):
+    """Base of output models and their parts: exactly the contract's fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Referent(ContractModel):
+    """An entity a span introduces: ``{key, type}``.
+
+    ``key`` is the identifier as the harness saw it; the service stores and emits
+    it only as a keyed hash (``hmac-sha256:<hex>``). A key that already has that
+    prefix is taken as hashed and kept as it is.
+    """
+
+    key: str = Field(min_length=1, max_length=1024)
+    type: str = Field(min_length=1, max_length=128)
+
+
+class MentionIn(ContractModel):
+    """A reference a span makes: ``{key?, type?, surface?}``.
+
+    With a ``key`` it refers to that identifier; with only a ``type`` it is an
+    anaphor ("that account") bound to the latest live span before it that holds
+    an entity of that type. At least one of ``key`` and ``type`` is required.
+    """
+
+    key: str | None = Field(default=None, min_length=1, max_length=1024)
+    type: str | None = Field(default=None, min_length=1, max_length=128)
+    surface: str | None = Field(default=None, max_length=1024)
+
+    @model_validator(mode="after")
+    def _key_or_type(self) -> MentionIn:
+        if self.key is None and self.type is None:
+            raise ValueError("a mention needs a key or a type")
+        return self

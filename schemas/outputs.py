@@ -1,0 +1,264 @@
+"""Output events: what spanguard produces, one topic per kind (see ``TOPIC_OF``).
+
+Every id (``fault_id``, ``pin_id``, ...) is deterministic: derived from the
+input that caused it, so a replay gives the same output and consumers can
+deduplicate. Outputs never hold span text: hashes and keyed-hash referent keys.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from schemas.common import ClosedModel, Timestamp
+
+
+class FaultKind(StrEnum):
+    """The contract's fault kinds (default severities in ``DEFAULT_SEVERITY``)."""
+
+    SCORE_PROVENANCE_GAP = "SCORE_PROVENANCE_GAP"
+    STALE_SCORE = "STALE_SCORE"
+    REWRITE_WITHOUT_INVALIDATION = "REWRITE_WITHOUT_INVALIDATION"
+    UNDECLARED_MODIFICATION = "UNDECLARED_MODIFICATION"
+    MONOTONIC_DRIFT = "MONOTONIC_DRIFT"
+    ORPHANED_PARENT = "ORPHANED_PARENT"
+    REWRITE_OF_REWRITE = "REWRITE_OF_REWRITE"
+    POISONED_SPAN = "POISONED_SPAN"
+    UNGATED_EVICTION = "UNGATED_EVICTION"
+    REFERENT_DROPPED = "REFERENT_DROPPED"
+    SEQUENCE_GAP = "SEQUENCE_GAP"
+    OUT_OF_ORDER = "OUT_OF_ORDER"
+    PRUNING_STALLED = "PRUNING_STALLED"
+
+
+class Severity(StrEnum):
+    """Fault and alert severity, ordered info < warning < critical."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """0, 1, 2 for info, warning, critical."""
+        return ("info", "warning", "critical").index(self.value)
+
+
+DEFAULT_SEVERITY: dict[FaultKind, Severity] = {
+    FaultKind.SCORE_PROVENANCE_GAP: Severity.WARNING,
+    FaultKind.STALE_SCORE: Severity.WARNING,
+    FaultKind.REWRITE_WITHOUT_INVALIDATION: Severity.CRITICAL,
+    FaultKind.UNDECLARED_MODIFICATION: Severity.WARNING,
+    FaultKind.MONOTONIC_DRIFT: Severity.CRITICAL,
+    FaultKind.ORPHANED_PARENT: Severity.WARNING,
+    FaultKind.REWRITE_OF_REWRITE: Severity.WARNING,
+    FaultKind.POISONED_SPAN: Severity.CRITICAL,
+    FaultKind.UNGATED_EVICTION: Severity.CRITICAL,
+    FaultKind.REFERENT_DROPPED: Severity.CRITICAL,
+    FaultKind.SEQUENCE_GAP: Severity.WARNING,
+    FaultKind.OUT_OF_ORDER: Severity.WARNING,
+    FaultKind.PRUNING_STALLED: Severity.CRITICAL,
+}
+
+
+class RefusalReason(StrEnum):
+    """Why the gate refused a candidate.
+
+    ``STALE_SCORE`` is given (instead of ``FROZEN``) to a candidate of a frozen
+    request whose own score is stale, so the pruner sees which spans need a
+    recompute; ``FROZEN`` to the other candidates of a frozen request.
+    """
+
+    UNKNOWN_SPAN = "UNKNOWN_SPAN"
+    ALREADY_EVICTED = "ALREADY_EVICTED"
+    PINNED = "PINNED"
+    STALE_SCORE = "STALE_SCORE"
+    UNSCORED = "UNSCORED"
+    FROZEN = "FROZEN"
+    LINEAGE = "LINEAGE"
+
+
+class Action(StrEnum):
+    """``COMMIT``: nothing refused; ``PARTIAL``: some of each; ``FREEZE``: stale
+    spans hold the gate; ``REJECT``: nothing committed for any other reason."""
+
+    COMMIT = "COMMIT"
+    PARTIAL = "PARTIAL"
+    FREEZE = "FREEZE"
+    REJECT = "REJECT"
+
+
+class RejectReason(StrEnum):
+    """Why an input became ``event.rejected`` on the dead-letter topic."""
+
+    INVALID_JSON = "INVALID_JSON"
+    NOT_AN_OBJECT = "NOT_AN_OBJECT"
+    MISSING_FIELD = "MISSING_FIELD"
+    INVALID_FIELD = "INVALID_FIELD"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    UNSUPPORTED_SCHEMA_VERSION = "UNSUPPORTED_SCHEMA_VERSION"
+    HASH_MISMATCH = "HASH_MISMATCH"
+    NON_FINITE_SCORE = "NON_FINITE_SCORE"
+    SPAN_EXISTS = "SPAN_EXISTS"
+    SESSION_CLOSED = "SESSION_CLOSED"
+    TOO_LARGE = "TOO_LARGE"
+
+
+class OutputEnvelope(ClosedModel):
+    """Fields every output carries; ``caused_by`` is the input ``event_id``."""
+
+    schema_version: Literal[1] = 1
+    session_id: str
+    tenant: str
+    caused_by: str | None
+    ts: Timestamp
+
+
+class IntegrityFault(OutputEnvelope):
+    """A broken invariant; ``evidence`` holds what proves it (hashes, counts, series)."""
+
+    type: Literal["integrity.fault"] = "integrity.fault"
+    fault_id: str
+    kind: FaultKind
+    severity: Severity
+    span_ids: list[str]
+    evidence: dict[str, Any]
+
+
+class PinMention(ClosedModel):
+    """The mention that needs the pinned span: keyed-hash ``key`` and/or ``type``;
+    ``surface`` (the text of the mention) only when configured."""
+
+    key: str | None = None
+    type: str | None = None
+    surface: str | None = None
+
+
+class SpanPinned(OutputEnvelope):
+    """A candidate kept because a retained span's mention needs it.
+
+    ``pinned_for`` lists the span ids whose mentions resolve to it (retained
+    spans, or spans pinned before it in the transitive closure); ``path`` is the
+    chain from a retained span to this one, this one last.
+    """
+
+    type: Literal["span.pinned"] = "span.pinned"
+    pin_id: str
+    span_id: str
+    request_id: str
+    pinned_for: list[str]
+    mention: PinMention
+    path: list[str]
+
+
+class ScoresRecomputeRequested(OutputEnvelope):
+    """The harness must re-score ``span_ids`` (stale spans and their one-hop
+    neighbours) before the gate will commit anything."""
+
+    type: Literal["scores.recompute_requested"] = "scores.recompute_requested"
+    recompute_id: str
+    span_ids: list[str]
+    reason: str
+
+
+class Refusal(ClosedModel):
+    """A candidate the gate did not commit, and why."""
+
+    span_id: str
+    reason: RefusalReason
+
+
+class EvictionDecided(OutputEnvelope):
+    """The only thing a compactor may act on: evict exactly ``committed`` and
+    ``dropped`` (poisoned spans). ``pins``, ``faults`` and ``recompute_id`` are the
+    ids of what this request caused; they were acknowledged before this."""
+
+    type: Literal["eviction.decided"] = "eviction.decided"
+    decision_id: str
+    request_id: str
+    basis: Literal["score", "recency"]
+    action: Action
+    committed: list[str]
+    refused: list[Refusal]
+    dropped: list[str]
+    pins: list[str]
+    faults: list[str]
+    recompute_id: str | None
+
+
+class AlertWindow(ClosedModel):
+    """The tumbling window an alert counted in."""
+
+    start: Timestamp
+    end: Timestamp
+
+
+class FleetAlert(OutputEnvelope):
+    """A fleet alert rule fired (``status: firing``) or stopped (``resolved``).
+
+    Alerts are per tenant, not per session: ``session_id`` is ``"*"`` and
+    ``caused_by`` is null. ``fingerprint`` is stable across firings of the same
+    rule for the same tenant, for deduplication.
+    """
+
+    type: Literal["fleet.alert"] = "fleet.alert"
+    alert_id: str
+    rule: str
+    severity: Severity
+    status: Literal["firing", "resolved"] = "firing"
+    window: AlertWindow
+    count: int
+    sessions: list[str]
+    fingerprint: str
+
+
+class EventRejected(ClosedModel):
+    """An input that could not be processed, kept whole on the dead-letter topic.
+
+    ``raw`` is base64 of the whole input (for ``TOO_LARGE`` its first 64 KiB, with
+    ``raw_truncated: true``). ``tenant``/``session_id``/``caused_by`` are set
+    when readable; ``topic``/``partition``/``offset`` say where it came from
+    (for ``spanguard replay``: the file as topic, -1 as partition, the line index
+    as offset). ``ts`` is the input's own ``ts`` when readable, else the time the
+    record was received (for replay, the last readable ``ts`` before it).
+    """
+
+    type: Literal["event.rejected"] = "event.rejected"
+    schema_version: Literal[1] = 1
+    rejection_id: str
+    reason: RejectReason
+    detail: str
+    raw: str
+    raw_size: int
+    raw_truncated: bool = False
+    tenant: str | None = None
+    session_id: str | None = None
+    caused_by: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    ts: Timestamp
+
+
+OutputEvent = Annotated[
+    IntegrityFault
+    | SpanPinned
+    | ScoresRecomputeRequested
+    | EvictionDecided
+    | FleetAlert
+    | EventRejected,
+    Field(discriminator="type"),
+]
+"""Every output event, chosen by ``type``."""
+
+TOPIC_OF: dict[str, str] = {
+    "integrity.fault": "faults",
+    "span.pinned": "pins",
+    "scores.recompute_requested": "recompute",
+    "eviction.decided": "decisions",
+    "fleet.alert": "alerts",
+    "event.rejected": "deadletter",
+}
+"""Output ``type`` -> topic suffix (the topic is ``<prefix>.<suffix>``)."""

@@ -53,14 +53,9 @@ def lower_hex(value: Any) -> Any:
 
 
 class ContractModel(BaseModel):
-    """Base of every contract model: unknown fields are kept, ``null`` means absent."""
+    """Base of every input model and its parts: unknown fields are kept."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nulls_are_absent(cls, data: Any) -> Any:
-        return drop_nulls(data)
 
 
 class ClosedModel(BaseModel):

@@ -21,6 +21,7 @@ from schemas.common import (
     Sha256Hex,
     SpanId,
     Timestamp,
+    drop_nulls,
     lower_hex,
 )
 
@@ -40,6 +41,13 @@ class InputEnvelope(ContractModel):
 
     type: str
     schema_version: Literal[1]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        # Once, at the top: it removes nulls at every depth of the event.
+        return drop_nulls(data)
+
     event_id: str = Field(min_length=1, max_length=128)
     session_id: str = Field(min_length=1, max_length=256)
     tenant: str = Field(min_length=1, max_length=128)

@@ -1,0 +1,21 @@
+"""The ``spanguard`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from streams.cli.kafka_cmd import kafka_app
+from streams.cli.replay import replay
+
+app = typer.Typer(
+    name="spanguard",
+    help="Guard the context of LLM agents: stale scores, ungated evictions, dropped referents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(replay)
+app.add_typer(kafka_app, name="kafka", help="Run the project's local Kafka broker (KRaft).")
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,50 @@
+"""The engine's configuration: one typed, immutable settings object."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from schemas import DEFAULT_SEVERITY, FaultKind, Severity
+
+DEV_SECRET = "spanguard-development-secret-change-me"
+"""The hashing secret used when none is configured; fine for tests and demos only."""
+
+
+class EngineSettings(BaseModel):
+    """Every knob of the integrity rules (the contract's "configuration").
+
+    The Faust worker builds it from ``SPANGUARD_*`` settings; tests and
+    ``spanguard replay`` build it directly.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    drift_tolerance: float = Field(0.05, ge=0, description="relative rise of mean relevance")
+    severities: dict[FaultKind, Severity] = Field(
+        default_factory=dict, description="overrides of the contract's default severities"
+    )
+    protect_lineage: bool = Field(
+        False, description="refuse (LINEAGE) candidates that a live span cites in derived_from"
+    )
+    poisoned: Literal["drop", "flag"] = Field(
+        "drop", description="drop poisoned spans at the next decision, or only flag them"
+    )
+    rewrite_of_rewrite_at: int = Field(
+        2, ge=1, description="counter that raises REWRITE_OF_REWRITE"
+    )
+    poisoned_at: int = Field(3, ge=1, description="counter that poisons a span")
+    stall_after: int = Field(3, ge=1, description="FREEZEs in a row that raise PRUNING_STALLED")
+    dedup_window: int = Field(10_000, ge=0, description="accepted event ids kept per session")
+    max_event_bytes: int = Field(1 << 20, ge=1024, description="larger inputs are TOO_LARGE")
+    emit_surfaces: bool = Field(
+        False, description="keep a mention's text surface in state and pins (it is span text)"
+    )
+    clear_keys: bool = Field(False, description="store and emit referent keys unhashed")
+    hash_types: bool = Field(False, description="hash referent types too")
+    secret: SecretStr = Field(SecretStr(DEV_SECRET), description="deployment secret for keys")
+
+    def severity(self, kind: FaultKind) -> Severity:
+        """The configured severity of ``kind``."""
+        return self.severities.get(kind, DEFAULT_SEVERITY[kind])

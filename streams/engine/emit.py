@@ -1,0 +1,175 @@
+"""Building the output events of one input event, with deterministic ids.
+
+An id is a hash of (tenant, session, event id, the session's count of
+accepted events, the output's ordinal within this input), so replaying the
+same input gives the same ids, and an event id that comes back after it has
+left the duplicate window (and is processed as new) still gets new ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from schemas import (
+    Action,
+    EvictionDecided,
+    FaultKind,
+    IntegrityFault,
+    OutputEvent,
+    PinMention,
+    Refusal,
+    RefusalReason,
+    ScoresRecomputeRequested,
+    SpanPinned,
+)
+from streams.engine.config import EngineSettings
+
+
+def output_id(prefix: str, *parts: object) -> str:
+    """``<prefix>-<32 hex>``: a stable id from the parts that identify an output."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass"))
+    return f"{prefix}-{digest.hexdigest()[:32]}"
+
+
+class Emission:
+    """Collects the outputs one input event causes, in the order they must be produced.
+
+    Faults come first, then pins, then the recompute request, then the decision,
+    so that everything a decision lists is produced before it.
+    """
+
+    __slots__ = (
+        "_anchor",
+        "_ordinal",
+        "caused_by",
+        "outputs",
+        "session_id",
+        "settings",
+        "tenant",
+        "ts",
+    )
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        tenant: str,
+        session_id: str,
+        caused_by: str,
+        accepted: int,
+        ts: datetime,
+    ) -> None:
+        self.settings = settings
+        self.tenant = tenant
+        self.session_id = session_id
+        self.caused_by = caused_by
+        self.ts = ts
+        self.outputs: list[OutputEvent] = []
+        self._anchor = (tenant, session_id, caused_by, accepted)
+        self._ordinal = 0
+
+    def _next_id(self, prefix: str) -> str:
+        self._ordinal += 1
+        return output_id(prefix, *self._anchor, self._ordinal)
+
+    def fault(self, kind: FaultKind, span_ids: Sequence[str], evidence: dict[str, Any]) -> str:
+        """Emit an ``integrity.fault`` at the configured severity; returns its id."""
+        fault_id = self._next_id("flt")
+        self.outputs.append(
+            IntegrityFault.model_construct(
+                schema_version=1,
+                type="integrity.fault",
+                session_id=self.session_id,
+                tenant=self.tenant,
+                caused_by=self.caused_by,
+                ts=self.ts,
+                fault_id=fault_id,
+                kind=kind,
+                severity=self.settings.severity(kind),
+                span_ids=list(span_ids),
+                evidence=evidence,
+            )
+        )
+        return fault_id
+
+    def pin(
+        self,
+        span_id: str,
+        request_id: str,
+        pinned_for: list[str],
+        mention: PinMention,
+        path: list[str],
+    ) -> str:
+        """Emit a ``span.pinned``; returns its id."""
+        pin_id = self._next_id("pin")
+        self.outputs.append(
+            SpanPinned.model_construct(
+                schema_version=1,
+                type="span.pinned",
+                session_id=self.session_id,
+                tenant=self.tenant,
+                caused_by=self.caused_by,
+                ts=self.ts,
+                pin_id=pin_id,
+                span_id=span_id,
+                request_id=request_id,
+                pinned_for=pinned_for,
+                mention=mention,
+                path=path,
+            )
+        )
+        return pin_id
+
+    def recompute(self, span_ids: list[str], reason: str) -> str:
+        """Emit a ``scores.recompute_requested``; returns its id."""
+        recompute_id = self._next_id("rcp")
+        self.outputs.append(
+            ScoresRecomputeRequested.model_construct(
+                schema_version=1,
+                type="scores.recompute_requested",
+                session_id=self.session_id,
+                tenant=self.tenant,
+                caused_by=self.caused_by,
+                ts=self.ts,
+                recompute_id=recompute_id,
+                span_ids=span_ids,
+                reason=reason,
+            )
+        )
+        return recompute_id
+
+    def decision(
+        self,
+        request_id: str,
+        basis: Literal["score", "recency"],
+        action: Action,
+        committed: list[str],
+        refused: list[tuple[str, RefusalReason]],
+        dropped: list[str],
+        recompute_id: str | None,
+    ) -> None:
+        """Emit the ``eviction.decided``, listing every fault and pin emitted before it."""
+        faults = [o.fault_id for o in self.outputs if isinstance(o, IntegrityFault)]
+        pins = [o.pin_id for o in self.outputs if isinstance(o, SpanPinned)]
+        self.outputs.append(
+            EvictionDecided.model_construct(
+                schema_version=1,
+                type="eviction.decided",
+                session_id=self.session_id,
+                tenant=self.tenant,
+                caused_by=self.caused_by,
+                ts=self.ts,
+                decision_id=self._next_id("dec"),
+                request_id=request_id,
+                basis=basis,
+                action=action,
+                committed=committed,
+                refused=[Refusal.model_construct(span_id=s, reason=r) for s, r in refused],
+                dropped=dropped,
+                pins=pins,
+                faults=faults,
+                recompute_id=recompute_id,
+            )
+        )

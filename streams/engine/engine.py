@@ -1,0 +1,280 @@
+"""The integrity engine: input events in, output events out, no I/O.
+
+``Engine`` holds the state of many sessions and is driven one record at a time,
+in the order of the session's topic partition. It has no Faust or Kafka import:
+the Faust agents, ``spanguard replay`` and the tests all drive it the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+from schemas import (
+    ContextRewritten,
+    EventRejected,
+    EvictionRequested,
+    FaultKind,
+    InputEvent,
+    OutputEvent,
+    RejectReason,
+    ScoresComputed,
+    SessionClosed,
+    SpanAdded,
+)
+from streams.engine.config import EngineSettings
+from streams.engine.counters import apply_counters, created_counter
+from streams.engine.decode import Identity, Invalid, decode
+from streams.engine.drift import CycleOutcome, close_window
+from streams.engine.emit import Emission, output_id
+from streams.engine.gate import decide
+from streams.engine.holdings import HoldingsBuilder
+from streams.engine.rewrite import apply_rewrite
+from streams.engine.scoring import apply_scores
+from streams.engine.state import SessionState, SpanState
+
+SessionKey = tuple[str, str]
+RAW_KEEP_BYTES = 64 * 1024
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a raw record came from; ends up in its dead-letter record."""
+
+    topic: str
+    partition: int
+    offset: int
+    received: datetime | None = None
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters of what produced no output of its own (for metrics)."""
+
+    events: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    cycles_closed: int = 0
+    cycles_healthy: int = 0
+    sessions_closed: int = 0
+    closed_sessions: set[SessionKey] = field(default_factory=set)
+
+
+class Engine:
+    """Per-session integrity state and the rules of the contract.
+
+    Usage::
+
+        engine = Engine(EngineSettings())
+        outputs = engine.process_raw(line, Source("replay", -1, n))
+
+    ``process_raw`` never raises on bad input: it returns an ``event.rejected``.
+    Outputs come in the order they must be produced (a decision last).
+    """
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+        self.sessions: dict[SessionKey, SessionState] = {}
+        self.stats = EngineStats()
+        self._holdings = HoldingsBuilder(self.settings)
+        self._last_ts = EPOCH
+
+    # -- entry points ----------------------------------------------------
+
+    def process_raw(self, raw: bytes, source: Source) -> list[OutputEvent]:
+        """Decode, validate and process one record (bytes as they were on the topic)."""
+        self.stats.events += 1
+        decoded = decode(raw, self.settings.max_event_bytes)
+        if isinstance(decoded, Invalid):
+            self._advance_silently(decoded.identity)
+            return [self._reject(raw, source, decoded.reason, decoded.detail, decoded.identity)]
+        return self._process(decoded, raw, source)
+
+    def process(self, event: InputEvent, source: Source | None = None) -> list[OutputEvent]:
+        """Process an already validated event (tests, in-process clients)."""
+        self.stats.events += 1
+        raw = orjson.dumps(event.model_dump(mode="json", exclude_none=True))
+        return self._process(event, raw, source or Source("direct", -1, -1))
+
+    def process_many(self, events: Iterable[InputEvent]) -> list[OutputEvent]:
+        """Process events in order and return every output, in order."""
+        outputs: list[OutputEvent] = []
+        for event in events:
+            outputs.extend(self.process(event))
+        return outputs
+
+    def session(self, tenant: str, session_id: str) -> SessionState | None:
+        """The live state of a session, or None (never seen, or closed)."""
+        return self.sessions.get((tenant, session_id))
+
+    # -- dispatch --------------------------------------------------------
+
+    def _process(self, event: InputEvent, raw: bytes, source: Source) -> list[OutputEvent]:
+        key = (event.tenant, event.session_id)
+        self._last_ts = event.ts
+        identity = Identity(event.tenant, event.session_id, event.event_id, event.seq)
+        if key in self.stats.closed_sessions:
+            return [
+                self._reject(
+                    raw,
+                    source,
+                    RejectReason.SESSION_CLOSED,
+                    "the session was closed; start a new session id",
+                    identity,
+                    event.ts,
+                )
+            ]
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = SessionState(
+                tenant=event.tenant, session_id=event.session_id
+            )
+        if event.event_id in session.recent_set:
+            self.stats.duplicates += 1
+            return []
+        if isinstance(event, SpanAdded) and event.span_id in session.spans:
+            self._advance_silently(identity)
+            return [
+                self._reject(
+                    raw,
+                    source,
+                    RejectReason.SPAN_EXISTS,
+                    f"span {event.span_id!r} is live; a rewrite changes live spans",
+                    identity,
+                    event.ts,
+                )
+            ]
+        session.accepted += 1
+        emission = Emission(
+            self.settings,
+            event.tenant,
+            event.session_id,
+            event.event_id,
+            session.accepted,
+            event.ts,
+        )
+        self._check_seq(session, event, emission)
+        session.remember(event.event_id, self.settings.dedup_window)
+        if isinstance(event, SpanAdded):
+            self._add_span(session, event, emission)
+        elif isinstance(event, ScoresComputed):
+            apply_scores(session, event, emission)
+            self._close_cycle(session, emission)
+        elif isinstance(event, ContextRewritten):
+            self._close_cycle(session, emission)
+            apply_rewrite(session, event, emission, self._holdings)
+        elif isinstance(event, EvictionRequested):
+            self._close_cycle(session, emission)
+            decide(session, event, emission)
+        elif isinstance(event, SessionClosed):
+            del self.sessions[key]
+            self.stats.closed_sessions.add(key)
+            self.stats.sessions_closed += 1
+        return emission.outputs
+
+    # -- rules that need no module of their own -------------------------
+
+    def _check_seq(self, session: SessionState, event: InputEvent, emission: Emission) -> None:
+        last = session.last_seq
+        session.last_seq = event.seq if last is None else max(last, event.seq)
+        if last is None or event.seq == last + 1:
+            return
+        evidence = {"expected": last + 1, "actual": event.seq}
+        if event.seq > last + 1:
+            emission.fault(
+                FaultKind.SEQUENCE_GAP, [], {**evidence, "missing": event.seq - last - 1}
+            )
+        else:
+            emission.fault(FaultKind.OUT_OF_ORDER, [], evidence)
+
+    def _add_span(self, session: SessionState, event: SpanAdded, emission: Emission) -> None:
+        holdings = self._holdings.build(
+            session.tenant, session.known_types, event.text, event.introduces, event.mentions
+        )
+        self._holdings.learn_types(session.known_types, holdings)
+        parents = tuple(event.derived_from or ())
+        session.arrivals += 1
+        span = SpanState(
+            span_id=event.span_id,
+            text_sha256=event.content_hash,
+            tokens=event.tokens,
+            position=event.position,
+            arrival=session.arrivals,
+            added_seq=event.seq,
+            derived_from=parents,
+            holds=holdings.holds,
+            mentions=holdings.mentions,
+        )
+        counter = created_counter(session, parents) if parents else 0
+        session.add_span(span)
+        if counter:
+            apply_counters(session, emission, [(span, counter)], cause=event.event_id)
+
+    def _close_cycle(self, session: SessionState, emission: Emission) -> None:
+        outcome: CycleOutcome | None = close_window(session, emission)
+        if outcome is not None:
+            self.stats.cycles_closed += 1
+            self.stats.cycles_healthy += outcome.healthy
+
+    def _advance_silently(self, identity: Identity) -> None:
+        # A rejected event with a readable identity still moves the session's seq
+        # baseline, so the next good event is not reported as a gap.
+        if identity.tenant is None or identity.session_id is None or identity.seq is None:
+            return
+        session = self.sessions.get((identity.tenant, identity.session_id))
+        if session is not None and session.last_seq is not None:
+            session.last_seq = max(session.last_seq, identity.seq)
+
+    def _reject(
+        self,
+        raw: bytes,
+        source: Source,
+        reason: RejectReason,
+        detail: str,
+        identity: Identity,
+        ts: datetime | None = None,
+    ) -> EventRejected:
+        self.stats.rejected += 1
+        truncated = reason is RejectReason.TOO_LARGE and len(raw) > RAW_KEEP_BYTES
+        kept = raw[:RAW_KEEP_BYTES] if truncated else raw
+        when = ts or _parse_ts(identity.ts) or source.received or self._last_ts
+        return EventRejected.model_construct(
+            type="event.rejected",
+            schema_version=1,
+            rejection_id=output_id(
+                "rej",
+                source.topic,
+                source.partition,
+                source.offset,
+                len(raw),
+                identity.event_id,
+                reason.value,
+            ),
+            reason=reason,
+            detail=detail,
+            raw=base64.b64encode(kept).decode("ascii"),
+            raw_size=len(raw),
+            raw_truncated=truncated,
+            tenant=identity.tenant,
+            session_id=identity.session_id,
+            caused_by=identity.event_id,
+            topic=source.topic,
+            partition=source.partition,
+            offset=source.offset,
+            ts=when,
+        )
+
+
+def _parse_ts(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

@@ -1,0 +1,260 @@
+"""The eviction gate (``eviction.requested`` -> ``eviction.decided``), in the
+contract's order:
+
+1. pinned set: candidates that a retained span's mention needs, closed transitively;
+2. FREEZE when any live span is stale (``stale_rewrites > 0``), with a recompute
+   request for those spans and their one-hop neighbours;
+3. commit what is left that is not pinned and (for ``basis: score``) scored;
+4. poisoned spans are dropped with the decision, unless pinned;
+5. committed and dropped spans leave the live set at once.
+
+Cost: O((candidates + their referent edges) * log n); a policy's selection
+reads only the ranked prefix it selects.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
+from streams.engine.emit import Emission
+from streams.engine.referent_index import Mention
+from streams.engine.state import ScoreKey, SessionState, SpanState
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """Why a candidate is pinned: who needs it, through which mention, by what path."""
+
+    pinned_for: list[str]
+    mention: Mention
+    path: list[str]
+
+
+def decide(session: SessionState, event: EvictionRequested, emission: Emission) -> None:
+    """Run the gate for one request and emit its faults, pins, recompute and decision."""
+    settings = emission.settings
+    spans = session.spans
+    requested = (
+        list(dict.fromkeys(event.candidates))
+        if event.candidates is not None
+        else _select(session, event.policy, event.query_sha256)
+    )
+    refused: list[tuple[str, RefusalReason]] = []
+    live: list[str] = []
+    for span_id in requested:
+        if span_id in spans:
+            live.append(span_id)
+        else:
+            reason = (
+                RefusalReason.ALREADY_EVICTED
+                if span_id in session.gone
+                else RefusalReason.UNKNOWN_SPAN
+            )
+            refused.append((span_id, reason))
+    poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
+    removal = set(live) | set(poisoned)
+
+    pins = pinned_set(session, removal)
+    dropped = [s for s in poisoned if s not in pins]
+    kept_poisoned = [s for s in poisoned if s in pins]
+    if kept_poisoned:
+        emission.fault(
+            FaultKind.POISONED_SPAN,
+            kept_poisoned,
+            {"request_id": event.request_id, "pinned": True, "treatment": "kept: pinned"},
+        )
+        refused.extend((s, RefusalReason.PINNED) for s in kept_poisoned if s not in live)
+
+    frozen = event.basis == "score" and bool(session.stale)
+    committed: list[str] = []
+    recompute_id: str | None = None
+    if frozen:
+        session.freeze_streak += 1
+        if session.freeze_streak % settings.stall_after == 0:
+            emission.fault(
+                FaultKind.PRUNING_STALLED,
+                sorted(session.stale, key=lambda s: spans[s].order_key),
+                {"request_id": event.request_id, "consecutive_freezes": session.freeze_streak},
+            )
+        for span_id in live:
+            if span_id in pins:
+                refused.append((span_id, RefusalReason.PINNED))
+            elif span_id in session.stale:
+                refused.append((span_id, RefusalReason.STALE_SCORE))
+            elif span_id not in session.poisoned_pending:
+                refused.append((span_id, RefusalReason.FROZEN))
+    else:
+        session.freeze_streak = 0
+        committed = _commit(session, event, live, pins, refused, settings.protect_lineage)
+        _check_orphans(session, event, committed, dropped, emission)
+
+    _emit_pins(event, pins, emission)
+    if frozen:
+        recompute_id = _request_recompute(session, emission)
+    action = _action(frozen, committed, refused)
+    emission.decision(
+        event.request_id, event.basis, action, committed, refused, dropped, recompute_id
+    )
+    for span_id in committed + dropped:
+        session.remove_span(span_id, event.seq)
+
+
+def pinned_set(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+    """Candidates (``removal``) that a retained span's mention resolves to, closed
+    transitively over the pinned spans' own mentions. Touches only the
+    candidates and their referent edges."""
+    spans = session.spans
+    index = session.referents
+    pins: dict[str, Pin] = {}
+    queue: deque[str] = deque()
+    for span_id in sorted(removal, key=lambda s: spans[s].order_key):
+        span = spans[span_id]
+        needed_by: dict[str, Mention] = {}
+        for user, mention in index.dependents(span_id, span.order_key, span.holds):
+            if user not in removal:
+                needed_by.setdefault(user, mention)
+        if needed_by:
+            users = sorted(needed_by, key=lambda s: spans[s].order_key)
+            pins[span_id] = Pin(users, needed_by[users[0]], [users[0], span_id])
+            queue.append(span_id)
+    while queue:
+        holder_id = queue.popleft()
+        holder = spans[holder_id]
+        for mention in _all_mentions(holder):
+            binder = index.resolve(holder.order_key, mention)
+            if (
+                binder is not None
+                and binder in removal
+                and binder not in pins
+                and binder != holder_id
+            ):
+                pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
+                queue.append(binder)
+    return pins
+
+
+def _all_mentions(span: SpanState) -> Iterator[Mention]:
+    # A span that repeats a key depends on the key's binding as much as one that
+    # mentions it explicitly.
+    for key, type_ in span.holds:
+        yield Mention(key=key, type=type_)
+    yield from span.mentions
+
+
+def _select(session: SessionState, policy: EvictionPolicy | None, query: str | None) -> list[str]:
+    """The policy's selection, ranked only on bound scores (lowest first)."""
+    assert policy is not None
+    ranked = [
+        ranking for q, ranking in session.scores.items() if query is None or q in (None, query)
+    ]
+    if policy.threshold is not None:
+        limit: ScoreKey = (policy.threshold, -1, "")
+        below = [islice(r, 0, r.bisect_left(limit)) for r in ranked]
+        return [key[2] for key in heapq.merge(*below)]
+    assert policy.keep_top_k is not None
+    excess = sum(len(r) for r in ranked) - policy.keep_top_k
+    if excess <= 0:
+        return []
+    return [key[2] for key in islice(heapq.merge(*ranked), excess)]
+
+
+def _commit(
+    session: SessionState,
+    event: EvictionRequested,
+    live: list[str],
+    pins: dict[str, Pin],
+    refused: list[tuple[str, RefusalReason]],
+    protect_lineage: bool,
+) -> list[str]:
+    spans = session.spans
+    needs_score = event.basis == "score"
+    eligible: list[str] = []
+    for span_id in live:
+        span = spans[span_id]
+        if span_id in pins:
+            refused.append((span_id, RefusalReason.PINNED))
+        elif span_id in session.poisoned_pending:
+            continue  # leaves with the decision's `dropped`
+        elif needs_score and not _scored_for(span, event.query_sha256):
+            refused.append((span_id, RefusalReason.UNSCORED))
+        else:
+            eligible.append(span_id)
+    if not protect_lineage or not session.children:
+        return eligible
+    # A parent may go when every live span citing it goes with it.
+    leaving = set(eligible) | session.poisoned_pending
+    committed: list[str] = []
+    for span_id in eligible:
+        if session.children.get(span_id, set()) - leaving:
+            refused.append((span_id, RefusalReason.LINEAGE))
+        else:
+            committed.append(span_id)
+    return committed
+
+
+def _scored_for(span: SpanState, query: str | None) -> bool:
+    bound = span.bound
+    if bound is None:
+        return False
+    return query is None or bound.query_sha256 is None or bound.query_sha256 == query
+
+
+def _check_orphans(
+    session: SessionState,
+    event: EvictionRequested,
+    committed: list[str],
+    dropped: list[str],
+    emission: Emission,
+) -> None:
+    leaving = set(committed) | set(dropped)
+    orphans: dict[str, list[str]] = {}
+    for span_id in committed:
+        staying = sorted(session.children.get(span_id, set()) - leaving)
+        if staying:
+            orphans[span_id] = staying
+    if orphans:
+        emission.fault(
+            FaultKind.ORPHANED_PARENT,
+            list(orphans),
+            {"request_id": event.request_id, "cited_by": orphans},
+        )
+
+
+def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
+    surfaces = emission.settings.emit_surfaces
+    for span_id, pin in pins.items():
+        mention = PinMention.model_construct(
+            key=pin.mention.key,
+            type=pin.mention.type,
+            surface=pin.mention.surface if surfaces else None,
+        )
+        emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
+
+
+def _request_recompute(session: SessionState, emission: Emission) -> str:
+    spans = session.spans
+    wanted: set[str] = set()
+    for span_id in session.stale:
+        wanted.add(span_id)
+        wanted.update(session.neighbours(spans[span_id]))
+    ordered = sorted(wanted, key=lambda s: spans[s].order_key)
+    reason = (
+        f"FREEZE: {len(session.stale)} live span(s) rewritten since their last bound score; "
+        "recompute them and their one-hop neighbours"
+    )
+    return emission.recompute(ordered, reason)
+
+
+def _action(
+    frozen: bool, committed: Iterable[str], refused: list[tuple[str, RefusalReason]]
+) -> Action:
+    if frozen:
+        return Action.FREEZE
+    if not refused:
+        return Action.COMMIT
+    return Action.PARTIAL if any(True for _ in committed) else Action.REJECT

@@ -1,0 +1,104 @@
+"""Turning a span's text and harness-declared referents into stored holdings.
+
+The result holds keyed hashes only: raw identifiers and text do not survive
+this module (a mention's surface is kept only when the deployment allows it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from schemas import MentionIn, Referent
+from streams.engine.config import EngineSettings
+from streams.engine.keys import KeyHasher
+from streams.engine.referent_index import Mention
+from streams.engine.referents import extract
+
+Holds = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """What a span holds (``(key hash, type)``) and what it mentions."""
+
+    holds: Holds = ()
+    mentions: tuple[Mention, ...] = ()
+
+    def union(self, other: Holdings) -> Holdings:
+        """Both spans' holdings, without repeats, in a stable order."""
+        holds = tuple(dict.fromkeys(self.holds + other.holds))
+        held = {key for key, _ in holds}
+        mentions = tuple(
+            m for m in dict.fromkeys(self.mentions + other.mentions) if m.key not in held
+        )
+        return Holdings(holds, mentions)
+
+
+class _KnownTypes:
+    """``in`` test against the session's known types, through the type hasher."""
+
+    __slots__ = ("_hasher", "_known", "_tenant")
+
+    def __init__(self, hasher: KeyHasher, tenant: str, known: set[str]) -> None:
+        self._hasher = hasher
+        self._tenant = tenant
+        self._known = known
+
+    def __contains__(self, raw_type: object) -> bool:
+        return (
+            isinstance(raw_type, str) and self._hasher.type(self._tenant, raw_type) in self._known
+        )
+
+
+class HoldingsBuilder:
+    """Builds :class:`Holdings` for one tenant's spans."""
+
+    __slots__ = ("_hasher", "_surfaces")
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self._hasher = KeyHasher(
+            settings.secret.get_secret_value(),
+            clear_keys=settings.clear_keys,
+            hash_types=settings.hash_types,
+        )
+        self._surfaces = settings.emit_surfaces
+
+    def build(
+        self,
+        tenant: str,
+        known_types: set[str],
+        text: str | None,
+        introduces: Iterable[Referent] | None,
+        mentions: Iterable[MentionIn] | None,
+    ) -> Holdings:
+        """Holdings from the built-in extractor (when there is text) and the harness's lists.
+
+        ``known_types`` (the session's introduced types) decides what counts as
+        an anaphor; it is not changed here (see :meth:`learn_types`).
+        """
+        hasher = self._hasher
+        holds: dict[tuple[str, str], None] = {}
+        found: dict[Mention, None] = {}
+        if text:
+            extraction = extract(text, _KnownTypes(hasher, tenant, known_types))
+            for ident in extraction.identifiers:
+                holds[(hasher.key(tenant, ident.key), hasher.type(tenant, ident.type))] = None
+            for anaphor in extraction.anaphors:
+                surface = anaphor.surface if self._surfaces else None
+                found[Mention(type=hasher.type(tenant, anaphor.type), surface=surface)] = None
+        for ref in introduces or ():
+            holds[(hasher.key(tenant, ref.key), hasher.type(tenant, ref.type))] = None
+        for men in mentions or ():
+            surface = men.surface if self._surfaces else None
+            if men.key is not None:
+                found[Mention(key=hasher.key(tenant, men.key), surface=surface)] = None
+            elif men.type is not None:
+                found[Mention(type=hasher.type(tenant, men.type), surface=surface)] = None
+        held = {key for key, _ in holds}
+        return Holdings(tuple(holds), tuple(m for m in found if m.key is None or m.key not in held))
+
+    @staticmethod
+    def learn_types(known_types: set[str], holdings: Holdings) -> None:
+        """Add the types a span introduced to the session's known types."""
+        known_types.update(type_ for _, type_ in holdings.holds)

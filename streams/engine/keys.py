@@ -1,0 +1,55 @@
+"""Keyed hashing of referent keys: identifiers never leave the engine in clear.
+
+A key is emitted as ``hmac-sha256:<hex>`` under a per-tenant key derived from
+the deployment secret, so the same account number hashes differently in two
+tenants and nothing can be joined across them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+HASH_PREFIX = "hmac-sha256:"
+
+
+class KeyHasher:
+    """Hashes referent keys (and, if configured, types) per tenant."""
+
+    __slots__ = ("_clear", "_hash_types", "_secret", "_tenant_keys")
+
+    def __init__(self, secret: str, *, clear_keys: bool = False, hash_types: bool = False) -> None:
+        self._secret = secret.encode("utf-8")
+        self._clear = clear_keys
+        self._hash_types = hash_types
+        self._tenant_keys: dict[str, bytes] = {}
+
+    def _tenant_key(self, tenant: str) -> bytes:
+        key = self._tenant_keys.get(tenant)
+        if key is None:
+            key = hmac.new(self._secret, b"tenant:" + tenant.encode("utf-8"), "sha256").digest()
+            self._tenant_keys[tenant] = key
+        return key
+
+    def _digest(self, tenant: str, value: str) -> str:
+        mac = hmac.new(
+            self._tenant_key(tenant), value.encode("utf-8", "surrogatepass"), hashlib.sha256
+        )
+        return HASH_PREFIX + mac.hexdigest()
+
+    def key(self, tenant: str, raw_key: str) -> str:
+        """The stored form of a referent key: case-folded, then keyed-hashed.
+
+        A key that already carries the ``hmac-sha256:`` prefix is kept as it is.
+        """
+        if raw_key.startswith(HASH_PREFIX):
+            return raw_key
+        folded = raw_key.casefold()
+        return folded if self._clear else self._digest(tenant, folded)
+
+    def type(self, tenant: str, raw_type: str) -> str:
+        """The stored form of a referent type: lower-cased, hashed only if configured."""
+        if raw_type.startswith(HASH_PREFIX):
+            return raw_type
+        lowered = raw_type.lower()
+        return self._digest(tenant, "type:" + lowered) if self._hash_types else lowered

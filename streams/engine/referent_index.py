@@ -1,0 +1,162 @@
+"""Who holds which referent, who mentions it, and how mentions resolve.
+
+Resolution follows the contract:
+
+* a key is bound by the earliest live span (by position) that holds it; every
+  other holder, and every span with an explicit mention of the key, depends on
+  that binding;
+* an anaphor of type ``T`` in span ``S`` is bound by the latest live span
+  strictly before ``S`` that holds an entity of type ``T``.
+
+Both directions are answered from sorted indexes in O(log n) plus the size of
+the answer, so a pinned-set computation touches only the candidates and their
+referent edges, never the whole session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from sortedcontainers import SortedList
+
+OrderKey = tuple[int, int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """A reference made by a span: a keyed-hash ``key`` or, for an anaphor, a ``type``.
+
+    ``surface`` is kept only when the deployment allows span text in state.
+    """
+
+    key: str | None = None
+    type: str | None = None
+    surface: str | None = None
+
+    @property
+    def is_anaphor(self) -> bool:
+        """True for a type-only mention ("that account")."""
+        return self.key is None
+
+
+class ReferentIndex:
+    """Sorted holder and mention indexes of one session's live spans."""
+
+    __slots__ = ("anaphors", "key_holders", "key_mentioners", "type_holders")
+
+    def __init__(self) -> None:
+        self.key_holders: dict[str, SortedList] = {}
+        self.key_mentioners: dict[str, set[str]] = {}
+        self.type_holders: dict[str, SortedList] = {}
+        self.anaphors: dict[str, SortedList] = {}
+
+    def add(
+        self,
+        span_id: str,
+        at: OrderKey,
+        holds: Iterable[tuple[str, str]],
+        mentions: Iterable[Mention],
+    ) -> None:
+        """Enter a live span's holdings and mentions."""
+        keys, types = _unique_holds(holds)
+        for key in keys:
+            self.key_holders.setdefault(key, SortedList()).add(at)
+        for type_ in types:
+            self.type_holders.setdefault(type_, SortedList()).add(at)
+        for mention in _unique_mentions(mentions):
+            if mention.key is not None:
+                self.key_mentioners.setdefault(mention.key, set()).add(span_id)
+            elif mention.type is not None:
+                self.anaphors.setdefault(mention.type, SortedList()).add(at)
+
+    def remove(
+        self,
+        span_id: str,
+        at: OrderKey,
+        holds: Iterable[tuple[str, str]],
+        mentions: Iterable[Mention],
+    ) -> None:
+        """Take a span's holdings and mentions out (the exact inverse of :meth:`add`)."""
+        keys, types = _unique_holds(holds)
+        for key in keys:
+            _discard(self.key_holders, key, at)
+        for type_ in types:
+            _discard(self.type_holders, type_, at)
+        for mention in _unique_mentions(mentions):
+            if mention.key is not None:
+                users = self.key_mentioners.get(mention.key)
+                if users is not None:
+                    users.discard(span_id)
+                    if not users:
+                        del self.key_mentioners[mention.key]
+            elif mention.type is not None:
+                _discard(self.anaphors, mention.type, at)
+
+    def resolve(self, at: OrderKey, mention: Mention) -> str | None:
+        """The span id that binds ``mention`` made by the span at ``at``, if any."""
+        if mention.key is not None:
+            holders = self.key_holders.get(mention.key)
+            return holders[0][2] if holders else None
+        if mention.type is None:
+            return None
+        holders = self.type_holders.get(mention.type)
+        if not holders:
+            return None
+        before = holders.bisect_left(at)
+        return holders[before - 1][2] if before else None
+
+    def dependents(
+        self, span_id: str, at: OrderKey, holds: Iterable[tuple[str, str]]
+    ) -> Iterator[tuple[str, Mention]]:
+        """Every (span id, mention) whose mention the span at ``at`` binds.
+
+        A span id may come more than once (one per mention it makes).
+        """
+        keys, types = _unique_holds(holds)
+        for key, type_ in sorted(keys.items()):
+            holders = self.key_holders.get(key)
+            if holders and holders[0] == at:
+                mention = Mention(key=key, type=type_)
+                for other in holders.islice(1):
+                    yield other[2], mention
+                for user in sorted(self.key_mentioners.get(key, ())):
+                    if user != span_id:
+                        yield user, mention
+        for type_ in sorted(types):
+            yield from self._anaphors_bound_by(at, type_)
+
+    def _anaphors_bound_by(self, at: OrderKey, type_: str) -> Iterator[tuple[str, Mention]]:
+        users = self.anaphors.get(type_)
+        if not users:
+            return
+        holders = self.type_holders[type_]
+        after = holders.bisect_right(at)
+        upper = holders[after] if after < len(holders) else None
+        mention = Mention(type=type_)
+        for user_at in users.irange(minimum=at, maximum=upper, inclusive=(False, True)):
+            yield user_at[2], mention
+
+
+def _unique_holds(holds: Iterable[tuple[str, str]]) -> tuple[dict[str, str], set[str]]:
+    # A span that names the same account twice holds it once; a span holding two
+    # accounts holds the type "account" once.
+    keys: dict[str, str] = {}
+    types: set[str] = set()
+    for key, type_ in holds:
+        keys.setdefault(key, type_)
+        types.add(type_)
+    return keys, types
+
+
+def _unique_mentions(mentions: Iterable[Mention]) -> set[Mention]:
+    return {Mention(key=m.key) if m.key is not None else Mention(type=m.type) for m in mentions}
+
+
+def _discard(index: dict[str, SortedList], name: str, at: OrderKey) -> None:
+    entries = index.get(name)
+    if entries is None:
+        return
+    entries.discard(at)
+    if not entries:
+        del index[name]

@@ -1,0 +1,323 @@
+"""``context.rewritten``: diffing a model's complete snapshot against what was live.
+
+The rewriter's own declaration is not trusted; hashes decide:
+
+* modified: same span id, new hash;   * created: a span id not live before;
+* merged: missing from the snapshot but named in a snapshot span's ``derived_from``;
+* ungated: missing with no such successor (``UNGATED_EVICTION``).
+
+With ``base_seq``, events after it win: spans added later and missing stay
+live (after the snapshot's spans, in their own order), and spans evicted later
+but present stay gone. The work is O(size of the snapshot).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import ContextRewritten, FaultKind, SnapshotEntry
+from streams.engine.counters import apply_counters, created_counter
+from streams.engine.drift import open_window
+from streams.engine.emit import Emission
+from streams.engine.holdings import Holdings, HoldingsBuilder
+from streams.engine.referent_index import Mention
+from streams.engine.state import OrderKey, SessionState, SpanState
+
+
+@dataclass(slots=True)
+class _Diff:
+    modified: list[tuple[SnapshotEntry, SpanState]] = field(default_factory=list)
+    unchanged: list[tuple[SnapshotEntry, SpanState]] = field(default_factory=list)
+    created: list[SnapshotEntry] = field(default_factory=list)
+    stays_gone: list[str] = field(default_factory=list)
+    kept_late: list[SpanState] = field(default_factory=list)
+    merged: list[SpanState] = field(default_factory=list)
+    ungated: list[SpanState] = field(default_factory=list)
+
+
+def apply_rewrite(
+    session: SessionState,
+    event: ContextRewritten,
+    emission: Emission,
+    builder: HoldingsBuilder,
+) -> None:
+    """Apply a rewrite to the session and emit every fault it proves."""
+    window = open_window(session, event.rewrite_id)
+    diff = _diff(session, event)
+    holdings = _new_holdings(session, event, diff, builder)
+    counters = _new_counters(session, diff)
+    before = _resolutions_before(session, diff, holdings)
+
+    missing_invalidation = _check_invalidation(event, diff)
+    window.clean = not missing_invalidation and not diff.ungated
+    _check_declaration(event, diff, emission)
+    if missing_invalidation:
+        emission.fault(
+            FaultKind.REWRITE_WITHOUT_INVALIDATION,
+            [item["span_id"] for item in missing_invalidation],
+            {
+                "rewrite_id": event.rewrite_id,
+                "spans": missing_invalidation,
+                "modified": len(diff.modified),
+                "merged": len(diff.merged),
+                "scores_invalidated": len(event.scores_invalidated),
+            },
+        )
+    if diff.ungated:
+        emission.fault(
+            FaultKind.UNGATED_EVICTION,
+            [s.span_id for s in diff.ungated],
+            {
+                "rewrite_id": event.rewrite_id,
+                "spans": [
+                    {"span_id": s.span_id, "text_sha256": s.text_sha256} for s in diff.ungated
+                ],
+            },
+        )
+    _check_snapshot_scores(event, emission)
+
+    _mutate(session, event, diff, holdings)
+    changes = [(s, s.stale_rewrites + 1) for _, s in diff.modified]
+    changes += [(session.spans[span_id], n) for span_id, n in counters.items()]
+    apply_counters(session, emission, changes, cause=event.rewrite_id)
+    if _check_referents(session, event, before, emission):
+        window.clean = False
+
+
+def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
+    diff = _Diff()
+    base = event.base_seq
+    in_snapshot: set[str] = set()
+    named_parents: set[str] = set()
+    for entry in event.context:
+        in_snapshot.add(entry.span_id)
+        named_parents.update(entry.derived_from or ())
+        span = session.spans.get(entry.span_id)
+        if span is not None:
+            target = diff.modified if entry.content_hash != span.text_sha256 else diff.unchanged
+            target.append((entry, span))
+            continue
+        gone = session.gone.get(entry.span_id)
+        if base is not None and gone is not None and gone.seq > base:
+            diff.stays_gone.append(entry.span_id)
+        else:
+            diff.created.append(entry)
+    for key in session.order:
+        span = session.spans[key[2]]
+        if span.span_id in in_snapshot:
+            continue
+        if base is not None and span.added_seq > base:
+            diff.kept_late.append(span)
+        elif span.span_id in named_parents:
+            diff.merged.append(span)
+        else:
+            diff.ungated.append(span)
+    return diff
+
+
+def _new_holdings(
+    session: SessionState, event: ContextRewritten, diff: _Diff, builder: HoldingsBuilder
+) -> dict[str, Holdings]:
+    tenant = session.tenant
+    known = session.known_types
+
+    def explicit(entry: SnapshotEntry) -> Holdings:
+        return builder.build(tenant, known, None, entry.introduces, entry.mentions)
+
+    result: dict[str, Holdings] = {}
+    for entry, span in diff.unchanged:
+        result[span.span_id] = Holdings(span.holds, span.mentions).union(explicit(entry))
+    for entry, span in diff.modified:
+        if entry.text is not None:
+            result[span.span_id] = builder.build(
+                tenant, known, entry.text, entry.introduces, entry.mentions
+            )
+        else:
+            result[span.span_id] = Holdings(span.holds, span.mentions).union(explicit(entry))
+    for entry in diff.created:
+        if entry.text is not None:
+            result[entry.span_id] = builder.build(
+                tenant, known, entry.text, entry.introduces, entry.mentions
+            )
+            continue
+        inherited = explicit(entry)
+        for parent_id in entry.derived_from or ():
+            parent = session.spans.get(parent_id)
+            if parent is not None:
+                inherited = inherited.union(Holdings(parent.holds, parent.mentions))
+        result[entry.span_id] = inherited
+    for item in result.values():
+        builder.learn_types(known, item)
+    return result
+
+
+def _new_counters(session: SessionState, diff: _Diff) -> dict[str, int]:
+    # Measured on the state before the rewrite: a summary inherits the counter of
+    # the text it was written from.
+    return {e.span_id: created_counter(session, e.derived_from or ()) for e in diff.created}
+
+
+def _resolutions_before(
+    session: SessionState, diff: _Diff, holdings: dict[str, Holdings]
+) -> dict[str, list[tuple[Mention, str]]]:
+    """For each span live before and after: its mentions that resolved before, and to what."""
+    survivors = [s for _, s in diff.unchanged] + [s for _, s in diff.modified] + diff.kept_late
+    before: dict[str, list[tuple[Mention, str]]] = {}
+    for span in survivors:
+        mentions = holdings[span.span_id].mentions if span.span_id in holdings else span.mentions
+        resolved = []
+        for mention in mentions:
+            binder = session.referents.resolve(span.order_key, mention)
+            if binder is not None:
+                resolved.append((mention, binder))
+        if resolved:
+            before[span.span_id] = resolved
+    return before
+
+
+def _check_invalidation(event: ContextRewritten, diff: _Diff) -> list[dict[str, Any]]:
+    invalidated = set(event.scores_invalidated)
+    base = event.base_seq
+    missing: list[dict[str, Any]] = []
+    changed = [(s, e.content_hash) for e, s in diff.modified] + [(s, None) for s in diff.merged]
+    for span, new_hash in changed:
+        bound = span.bound
+        if bound is None or bound.score_id in invalidated:
+            continue
+        if base is not None and bound.bound_seq > base:
+            continue
+        missing.append(
+            {
+                "span_id": span.span_id,
+                "score_id": bound.score_id,
+                "bound_sha256": bound.text_sha256,
+                "new_sha256": new_hash,
+                "merged": new_hash is None,
+            }
+        )
+    return missing
+
+
+def _check_declaration(event: ContextRewritten, diff: _Diff, emission: Emission) -> None:
+    declared = set(event.declared_modified)
+    undeclared = [(e, s) for e, s in diff.modified if s.span_id not in declared]
+    if not undeclared:
+        return
+    emission.fault(
+        FaultKind.UNDECLARED_MODIFICATION,
+        [s.span_id for _, s in undeclared],
+        {
+            "rewrite_id": event.rewrite_id,
+            "declared_modified": sorted(declared),
+            "spans": [
+                {
+                    "span_id": s.span_id,
+                    "expected_sha256": s.text_sha256,
+                    "actual_sha256": e.content_hash,
+                }
+                for e, s in undeclared
+            ],
+        },
+    )
+
+
+def _check_snapshot_scores(event: ContextRewritten, emission: Emission) -> None:
+    gaps: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    for entry in event.context:
+        claim = entry.score
+        if claim is None:
+            continue
+        value = claim.score
+        finite = (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+        if not claim.text_sha256 or not finite:
+            gaps.append({"span_id": entry.span_id, "score_id": claim.score_id, "finite": finite})
+        elif claim.text_sha256 != entry.content_hash:
+            stale.append(
+                {
+                    "span_id": entry.span_id,
+                    "score_id": claim.score_id,
+                    "expected_sha256": entry.content_hash,
+                    "actual_sha256": claim.text_sha256,
+                }
+            )
+    for kind, items in ((FaultKind.SCORE_PROVENANCE_GAP, gaps), (FaultKind.STALE_SCORE, stale)):
+        if items:
+            emission.fault(
+                kind,
+                [item["span_id"] for item in items],
+                {"rewrite_id": event.rewrite_id, "source": "context.rewritten", "scores": items},
+            )
+
+
+def _mutate(
+    session: SessionState, event: ContextRewritten, diff: _Diff, holdings: dict[str, Holdings]
+) -> None:
+    for span in diff.merged + diff.ungated:
+        session.remove_span(span.span_id, event.seq)
+    for entry, span in diff.modified:
+        span.text_sha256 = entry.content_hash
+        span.bound = None
+    for entry, span in diff.unchanged + diff.modified:
+        span.tokens = entry.tokens
+        if entry.derived_from is not None:
+            span.derived_from = tuple(entry.derived_from)
+    for entry in diff.created:
+        session.arrivals += 1
+        session.spans[entry.span_id] = SpanState(
+            span_id=entry.span_id,
+            text_sha256=entry.content_hash,
+            tokens=entry.tokens,
+            position=0,
+            arrival=session.arrivals,
+            added_seq=event.seq,
+            derived_from=tuple(entry.derived_from or ()),
+        )
+    positions = {entry.span_id: i for i, entry in enumerate(event.context)}
+    tail = len(event.context)
+    for offset, span in enumerate(diff.kept_late):
+        positions[span.span_id] = tail + offset
+    for span_id, position in positions.items():
+        span = session.spans.get(span_id)
+        if span is None:
+            continue
+        span.position = position
+        held = holdings.get(span_id)
+        if held is not None:
+            span.holds, span.mentions = held.holds, held.mentions
+    session.reindex()
+
+
+def _check_referents(
+    session: SessionState,
+    event: ContextRewritten,
+    before: dict[str, list[tuple[Mention, str]]],
+    emission: Emission,
+) -> bool:
+    dropped: list[dict[str, Any]] = []
+    for span_id, resolved in before.items():
+        span = session.spans.get(span_id)
+        if span is None:
+            continue
+        at: OrderKey = span.order_key
+        for mention, binder in resolved:
+            if session.referents.resolve(at, mention) is None:
+                dropped.append(
+                    {
+                        "span_id": span_id,
+                        "key": mention.key,
+                        "type": mention.type,
+                        "was_bound_by": binder,
+                    }
+                )
+    if dropped:
+        emission.fault(
+            FaultKind.REFERENT_DROPPED,
+            list(dict.fromkeys(item["span_id"] for item in dropped)),
+            {"rewrite_id": event.rewrite_id, "mentions": dropped},
+        )
+    return bool(dropped)

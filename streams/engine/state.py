@@ -1,0 +1,253 @@
+"""Per-(tenant, session) state and the indexes that keep every operation cheap.
+
+Nothing here holds span text: spans are known by content hash, referent keys
+by keyed hash. :class:`SessionState` owns the spans and keeps, next to them,
+running sums and sorted indexes so that the gate never rescans the session:
+
+* ``order``: live spans by (position, arrival);
+* ``scores``: bound scores by (score, position, span id), one list per query;
+* ``referents``: who holds which key and type, who mentions them (see
+  :mod:`streams.engine.referent_index`);
+* running sums of live tokens and bound scores, and the set of stale spans.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from streams.engine.referent_index import Mention, ReferentIndex
+
+OrderKey = tuple[int, int, str]
+"""(position, arrival counter, span id): the total order of the live context."""
+
+
+@dataclass(slots=True)
+class BoundScore:
+    """The one score bound to a span's current text (from a ``scores.computed``)."""
+
+    score_id: str
+    score: float
+    query_sha256: str | None
+    text_sha256: str
+    bound_seq: int
+
+
+@dataclass(slots=True)
+class SpanState:
+    """What the engine knows of one live span (hashes only, never text)."""
+
+    span_id: str
+    text_sha256: str
+    tokens: int
+    position: int
+    arrival: int
+    added_seq: int
+    derived_from: tuple[str, ...] = ()
+    stale_rewrites: int = 0
+    poisoned: bool = False
+    bound: BoundScore | None = None
+    holds: tuple[tuple[str, str], ...] = ()
+    """(key hash, type) pairs of the entities this span holds."""
+    mentions: tuple[Mention, ...] = ()
+
+    @property
+    def order_key(self) -> OrderKey:
+        """This span's place in the context order."""
+        return (self.position, self.arrival, self.span_id)
+
+
+@dataclass(slots=True)
+class GoneSpan:
+    """A span that left the live set: when, and its counter (lineage still counts it)."""
+
+    seq: int
+    stale_rewrites: int
+
+
+@dataclass(slots=True)
+class DriftWindow:
+    """The open before/after window of the latest rewrite (see ``drift.py``)."""
+
+    rewrite_id: str
+    mean_before: float | None
+    tokens_before: int
+    clean: bool
+    """No spans lost without a successor, no referent dropped, every broken score invalidated."""
+
+
+@dataclass(slots=True)
+class DriftPoint:
+    """One closed drift measurement, as it appears in ``MONOTONIC_DRIFT`` evidence."""
+
+    rewrite_id: str
+    mean_before: float | None
+    mean_after: float | None
+    tokens_before: int
+    tokens_after: int
+
+
+ScoreKey = tuple[float, int, str]
+
+
+@dataclass(slots=True)
+class SessionState:
+    """All state of one (tenant, session)."""
+
+    tenant: str
+    session_id: str
+    last_seq: int | None = None
+    accepted: int = 0
+    arrivals: int = 0
+    freeze_streak: int = 0
+    spans: dict[str, SpanState] = field(default_factory=dict)
+    gone: dict[str, GoneSpan] = field(default_factory=dict)
+    known_types: set[str] = field(default_factory=set)
+    recent_ids: deque[str] = field(default_factory=deque)
+    recent_set: set[str] = field(default_factory=set)
+    drift_window: DriftWindow | None = None
+    drift_streak: list[DriftPoint] = field(default_factory=list)
+    order: SortedList = field(default_factory=SortedList)
+    scores: dict[str | None, SortedList] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
+    poisoned_pending: set[str] = field(default_factory=set)
+    children: dict[str, set[str]] = field(default_factory=dict)
+    referents: ReferentIndex = field(default_factory=ReferentIndex)
+    live_tokens: int = 0
+    bound_sum: float = 0.0
+    bound_count: int = 0
+
+    # -- span membership -------------------------------------------------
+
+    def add_span(self, span: SpanState) -> None:
+        """Make ``span`` live and enter it in every index."""
+        self.spans[span.span_id] = span
+        self.gone.pop(span.span_id, None)
+        self.order.add(span.order_key)
+        self.live_tokens += span.tokens
+        for parent in span.derived_from:
+            self.children.setdefault(parent, set()).add(span.span_id)
+        self.referents.add(span.span_id, span.order_key, span.holds, span.mentions)
+        self._index_score(span)
+        self._track_stale(span)
+
+    def remove_span(self, span_id: str, seq: int) -> SpanState:
+        """Take a live span out of every index and remember it as gone at ``seq``."""
+        span = self.spans.pop(span_id)
+        self.order.remove(span.order_key)
+        self.live_tokens -= span.tokens
+        for parent in span.derived_from:
+            kids = self.children.get(parent)
+            if kids is not None:
+                kids.discard(span_id)
+                if not kids:
+                    del self.children[parent]
+        self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
+        self._unindex_score(span)
+        self.stale.discard(span_id)
+        self.poisoned_pending.discard(span_id)
+        self.gone[span_id] = GoneSpan(seq=seq, stale_rewrites=span.stale_rewrites)
+        return span
+
+    # -- scores ----------------------------------------------------------
+
+    def bind(self, span: SpanState, bound: BoundScore | None) -> None:
+        """Bind ``bound`` to ``span`` (or unbind with None), keeping sums and indexes."""
+        self._unindex_score(span)
+        span.bound = bound
+        self._index_score(span)
+
+    def set_counter(self, span: SpanState, value: int) -> None:
+        """Set a span's rewrite counter and keep the stale set in step."""
+        span.stale_rewrites = value
+        self._track_stale(span)
+
+    def mark_poisoned(self, span: SpanState, drop: bool) -> None:
+        """Poison a span; with ``drop`` it stops holding the gate and waits to be dropped."""
+        span.poisoned = True
+        if drop:
+            self._unindex_score(span)
+            self.poisoned_pending.add(span.span_id)
+            self._track_stale(span)
+            self._index_score(span)
+
+    def _gates(self, span: SpanState) -> bool:
+        return span.stale_rewrites > 0 and span.span_id not in self.poisoned_pending
+
+    def _track_stale(self, span: SpanState) -> None:
+        if self._gates(span):
+            self.stale.add(span.span_id)
+        else:
+            self.stale.discard(span.span_id)
+
+    def _ranked(self, span: SpanState) -> bool:
+        return span.bound is not None and span.span_id not in self.poisoned_pending
+
+    def _index_score(self, span: SpanState) -> None:
+        if not self._ranked(span):
+            return
+        bound = span.bound
+        assert bound is not None
+        self.scores.setdefault(bound.query_sha256, SortedList()).add(
+            (bound.score, span.position, span.span_id)
+        )
+        self.bound_sum += bound.score
+        self.bound_count += 1
+
+    def _unindex_score(self, span: SpanState) -> None:
+        if not self._ranked(span):
+            return
+        bound = span.bound
+        assert bound is not None
+        ranked = self.scores[bound.query_sha256]
+        ranked.remove((bound.score, span.position, span.span_id))
+        if not ranked:
+            del self.scores[bound.query_sha256]
+        self.bound_sum -= bound.score
+        self.bound_count -= 1
+
+    # -- queries ---------------------------------------------------------
+
+    def mean_bound(self) -> float | None:
+        """Mean bound score of the live set, or None when nothing is scored."""
+        return self.bound_sum / self.bound_count if self.bound_count else None
+
+    def neighbours(self, span: SpanState) -> list[str]:
+        """Live spans adjacent by position, plus live ``derived_from`` parents and children."""
+        found: list[str] = []
+        at = self.order.index(span.order_key)
+        if at > 0:
+            found.append(self.order[at - 1][2])
+        if at + 1 < len(self.order):
+            found.append(self.order[at + 1][2])
+        found.extend(p for p in span.derived_from if p in self.spans)
+        found.extend(self.children.get(span.span_id, ()))
+        return found
+
+    # -- duplicate window ------------------------------------------------
+
+    def remember(self, event_id: str, window: int) -> None:
+        """Enter an accepted event id in the bounded duplicate window."""
+        if window <= 0:
+            return
+        self.recent_ids.append(event_id)
+        self.recent_set.add(event_id)
+        while len(self.recent_ids) > window:
+            self.recent_set.discard(self.recent_ids.popleft())
+
+    def reindex(self) -> None:
+        """Rebuild every index from ``spans`` (after a rewrite re-positions spans)."""
+        spans = list(self.spans.values())
+        self.order = SortedList()
+        self.scores = {}
+        self.stale = set()
+        self.children = {}
+        self.referents = ReferentIndex()
+        self.spans = {}
+        self.live_tokens = 0
+        self.bound_sum = 0.0
+        self.bound_count = 0
+        for span in spans:
+            self.add_span(span)

@@ -1,0 +1,120 @@
+"""Deployment settings: environment (``SPANGUARD_*``) and an optional TOML file.
+
+This module is the one place that lists them; ``docs/settings.md`` is generated
+from it. Precedence: explicit arguments > environment > file > defaults. The
+file is the one named by ``--config``, else ``$SPANGUARD_CONFIG``, else
+``./spanguard.toml`` when it exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from schemas import FaultKind, Severity
+from streams.engine.config import DEV_SECRET, EngineSettings
+
+
+class Settings(BaseSettings):
+    """Every setting of a spanguard deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="SPANGUARD_", extra="forbid", frozen=True)
+
+    # Kafka
+    broker: str = Field("kafka://127.0.0.1:9092", description="bootstrap servers (Faust URL form)")
+    topic_prefix: str = Field("spanguard", description="prefix of every topic name")
+    partitions: int = Field(4, ge=1, description="partitions of topics spanguard creates")
+    replication: int = Field(1, ge=1, description="replication factor of created topics")
+    store: str = Field("rocksdb://", description="table store: rocksdb:// or memory://")
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    app_id: str = Field("spanguard", description="consumer group and changelog topic prefix")
+    data_dir: Path = Field(Path(".spanguard"), description="worker state directory (RocksDB)")
+    broker_credentials: dict[str, str] | None = Field(
+        None,
+        description="SASL/SSL settings passed to Faust: mechanism, username, password, cafile",
+    )
+    # web
+    web_host: str = Field("127.0.0.1", description="address the worker's web server binds")
+    web_port: int = Field(6066, ge=1, le=65535, description="port of /metrics, API, dashboard")
+    api_token: SecretStr | None = Field(None, description="bearer token for the API, if set")
+    # engine
+    secret: SecretStr = Field(SecretStr(DEV_SECRET), description="key-hashing secret")
+    drift_tolerance: float = Field(0.05, ge=0)
+    protect_lineage: bool = False
+    poisoned: Literal["drop", "flag"] = "drop"
+    stall_after: int = Field(3, ge=1)
+    dedup_window: int = Field(10_000, ge=0)
+    max_event_bytes: int = Field(1 << 20, ge=1024)
+    emit_surfaces: bool = False
+    clear_keys: bool = False
+    hash_types: bool = False
+    severities: dict[FaultKind, Severity] = Field(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then environment, then the TOML file."""
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine's part of the settings."""
+        return EngineSettings(
+            drift_tolerance=self.drift_tolerance,
+            severities=self.severities,
+            protect_lineage=self.protect_lineage,
+            poisoned=self.poisoned,
+            stall_after=self.stall_after,
+            dedup_window=self.dedup_window,
+            max_event_bytes=self.max_event_bytes,
+            emit_surfaces=self.emit_surfaces,
+            clear_keys=self.clear_keys,
+            hash_types=self.hash_types,
+            secret=self.secret,
+        )
+
+    def topic(self, suffix: str) -> str:
+        """The full name of a contract topic (``events``, ``faults``, ...)."""
+        return f"{self.topic_prefix}.{suffix}"
+
+
+def _config_file() -> Path | None:
+    env = os.environ.get("SPANGUARD_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("spanguard.toml")
+    return local if local.exists() else None
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Load settings; raises ``ValueError`` with a readable message when invalid."""
+    path = config or _config_file()
+    if path is not None and not path.is_file():
+        raise ValueError(f"settings file {path} does not exist")
+
+    class FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    try:
+        return FileSettings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"invalid settings: {problems}") from exc
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read settings file {path}: {exc}") from exc

@@ -1,0 +1,64 @@
+"""`spanguard replay` end to end, through the real command line."""
+
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from streams.cli.main import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, ["replay", *args])
+
+
+def outputs(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_healthy_example_has_no_warning(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = run(str(EXAMPLES / "healthy.jsonl"), "--out", str(out), "--fail-on", "warning")
+    assert result.exit_code == 0, result.output
+    events = outputs(out)
+    assert [e for e in events if e["type"] == "integrity.fault"] == []
+    assert {e["action"] for e in events if e["type"] == "eviction.decided"} >= {"COMMIT"}
+
+
+def test_broken_example_fails_on_critical_and_explains(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = run(str(EXAMPLES / "broken.jsonl"), "--out", str(out), "--fail-on", "critical")
+    assert result.exit_code == 1
+    kinds = {e["kind"] for e in outputs(out) if e["type"] == "integrity.fault"}
+    assert {
+        "SCORE_PROVENANCE_GAP", "REWRITE_WITHOUT_INVALIDATION", "MONOTONIC_DRIFT",
+        "ORPHANED_PARENT", "REWRITE_OF_REWRITE", "POISONED_SPAN",
+    } <= kinds
+    assert "Integrity faults" in result.output
+
+
+def test_invalid_lines_become_rejections_and_processing_goes_on(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    good = (EXAMPLES / "healthy.jsonl").read_bytes().splitlines()
+    trace.write_bytes(b"\n".join([b"not json", *good[:3], b"", b"[]"]) + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = run(str(trace), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    reasons = [e["reason"] for e in outputs(out) if e["type"] == "event.rejected"]
+    assert reasons == ["INVALID_JSON", "NOT_AN_OBJECT"]
+
+
+def test_stdin_to_stdout_is_deterministic() -> None:
+    data = (EXAMPLES / "broken.jsonl").read_bytes()
+    first = runner.invoke(app, ["replay", "-", "--quiet"], input=data)
+    second = runner.invoke(app, ["replay", "-", "--quiet"], input=data)
+    assert first.exit_code == 0 and first.stdout == second.stdout and first.stdout
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    result = run(str(tmp_path / "nope.jsonl"))
+    assert result.exit_code == 2
+    assert "No such file" in result.output

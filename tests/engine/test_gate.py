@@ -1,0 +1,258 @@
+"""The eviction gate, step by step in the contract's order."""
+
+import pytest
+
+from schemas import Action, FaultKind
+from streams.engine.driver import EngineDriver
+from streams.engine.trace import SessionScript
+
+ACCOUNT = [{"key": "8841-C", "type": "account"}]
+
+
+def refused(decision) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {r.span_id: r.reason.value for r in decision.refused}
+
+
+def test_commit_candidates_with_bound_scores() -> None:
+    s = SessionScript()
+    s.add("a")
+    s.add("b")
+    s.score(("a", 0.1), ("b", 0.9))
+    s.evict(["a"])
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.COMMIT and dec.committed == ["a"] and dec.refused == []
+    assert dec.basis == "score" and dec.recompute_id is None
+    assert "a" not in d.engine.session("acme", "s1").spans  # type: ignore[union-attr]
+
+
+def test_unknown_evicted_and_unscored_are_refused() -> None:
+    s = SessionScript()
+    s.add("a")
+    s.add("b")
+    s.add("u")
+    s.score(("a", 0.1), ("b", 0.2))
+    s.evict(["a"])
+    s.evict(["a", "zzz", "u", "b"])
+    d = EngineDriver()
+    d.pipe(s)
+    second = d.decisions()[1]
+    assert refused(second) == {"a": "ALREADY_EVICTED", "zzz": "UNKNOWN_SPAN", "u": "UNSCORED"}
+    assert second.committed == ["b"] and second.action == Action.PARTIAL
+
+
+def test_nothing_committed_is_reject() -> None:
+    s = SessionScript()
+    s.add("u")
+    s.evict(["u"])
+    d = EngineDriver()
+    d.pipe(s)
+    assert d.decisions()[0].action == Action.REJECT
+
+
+def test_recency_basis_needs_no_scores() -> None:
+    s = SessionScript()
+    s.add("u")
+    s.add("v")
+    s.rewrite([{"span_id": "u", "text": "changed"}, {"span_id": "v"}], declared_modified=["u"])
+    s.evict(["v"], basis="recency")
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.COMMIT and dec.committed == ["v"] and dec.basis == "recency"
+
+
+def test_seed_001_threshold_eviction_pins_the_antecedent() -> None:
+    s = SessionScript()
+    s.add("t12", "intro", introduces=ACCOUNT)
+    s.add("t13", "filler one")
+    s.add("t19", "did that account clear KYC?", mentions=[{"type": "account"}])
+    s.score(("t12", 0.11), ("t13", 0.05), ("t19", 0.9))
+    s.evict(threshold=0.15)
+    d = EngineDriver()
+    d.pipe(s)
+    [pin] = d.pins()
+    assert pin.span_id == "t12" and pin.pinned_for == ["t19"] and pin.path == ["t19", "t12"]
+    assert pin.mention.type == "account" and pin.mention.key is None
+    [dec] = d.decisions()
+    assert dec.committed == ["t13"]
+    assert refused(dec) == {"t12": "PINNED"}
+    assert dec.pins == [pin.pin_id]
+    assert dec.action == Action.PARTIAL
+
+
+def test_key_mention_pins_the_earliest_holder_with_hashed_key() -> None:
+    s = SessionScript()
+    s.add("a", "intro", introduces=ACCOUNT)
+    s.add("b", "ask", mentions=[{"key": "8841-C"}])
+    s.score(("a", 0.1), ("b", 0.9))
+    s.evict(["a"])
+    d = EngineDriver()
+    d.pipe(s)
+    [pin] = d.pins()
+    assert pin.mention.key is not None and pin.mention.key.startswith("hmac-sha256:")
+    assert "8841" not in pin.model_dump_json()
+
+
+def test_pins_close_transitively() -> None:
+    s = SessionScript()
+    s.add("a", "intro", introduces=[{"key": "T-1", "type": "ticket"}])
+    s.add("b", "bridge", introduces=[{"key": "ACC-9", "type": "account"}], mentions=[{"type": "ticket"}])
+    s.add("c", "ask", mentions=[{"type": "account"}])
+    s.score(("a", 0.1), ("b", 0.1), ("c", 0.9))
+    s.evict(["a", "b"])
+    d = EngineDriver()
+    d.pipe(s)
+    pins = {p.span_id: p for p in d.pins()}
+    assert set(pins) == {"a", "b"}
+    assert pins["b"].path == ["c", "b"]
+    assert pins["a"].path == ["c", "b", "a"] and pins["a"].pinned_for == ["b"]
+    assert d.decisions()[0].action == Action.REJECT
+
+
+def test_anaphor_binds_latest_holder_before_it() -> None:
+    s = SessionScript()
+    s.add("old", "intro 1", introduces=[{"key": "A-1", "type": "account"}])
+    s.add("new", "intro 2", introduces=[{"key": "A-2", "type": "account"}])
+    s.add("ask", "that account?", mentions=[{"type": "account"}])
+    s.score(("old", 0.1), ("new", 0.1), ("ask", 0.9))
+    s.evict(["old", "new"])
+    d = EngineDriver()
+    d.pipe(s)
+    assert [p.span_id for p in d.pins()] == ["new"]
+    assert d.decisions()[0].committed == ["old"]
+
+
+def test_freeze_on_stale_span_requests_recompute_of_neighbours() -> None:
+    s = SessionScript()
+    for name in "abcde":
+        s.add(name)
+    s.score(*[(n, 0.5) for n in "abcde"])
+    s.rewrite(
+        [{"span_id": n, "text": "new c"} if n == "c" else {"span_id": n} for n in "abcde"],
+        declared_modified=["c"],
+        scores_invalidated=[s.score_id(1, 2, "c")],
+    )
+    s.evict(["a", "c"])
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.FREEZE and dec.committed == []
+    assert refused(dec) == {"a": "FROZEN", "c": "STALE_SCORE"}
+    [rc] = d.recomputes()
+    assert rc.span_ids == ["b", "c", "d"] and dec.recompute_id == rc.recompute_id
+    state = d.engine.session("acme", "s1")
+    assert state is not None and "a" in state.spans
+
+
+def test_pruning_stalled_at_n_and_2n_and_reset() -> None:
+    s = SessionScript()
+    s.add("a")
+    s.rewrite([{"span_id": "a", "text": "changed"}], declared_modified=["a"])
+    for _ in range(6):
+        s.evict(["a"])
+    d = EngineDriver()
+    d.pipe(s)
+    stalled = d.faults(FaultKind.PRUNING_STALLED)
+    assert len(stalled) == 2
+    assert [f.evidence["consecutive_freezes"] for f in stalled] == [3, 6]
+    third = d.decisions()[2]
+    assert stalled[0].fault_id in third.faults
+
+
+def test_keep_top_k_ranks_only_bound_scores() -> None:
+    s = SessionScript()
+    for name, value in [("a", 0.9), ("b", 0.1), ("c", 0.5), ("d", 0.3)]:
+        s.add(name)
+        s.score((name, value))
+    s.add("unscored")
+    s.evict(keep_top_k=2)
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.committed == ["b", "d"]
+    assert "unscored" in d.engine.session("acme", "s1").spans  # type: ignore[union-attr]
+
+
+def test_query_mismatch_counts_as_absent() -> None:
+    q1, q2 = "1" * 64, "2" * 64
+    s = SessionScript()
+    s.add("a")
+    s.add("b")
+    s.score(("a", 0.1), query_sha256=q1)
+    s.score(("b", 0.1), query_sha256=q2)
+    s.evict(threshold=0.5, query_sha256=q1)
+    s.evict(["b"], query_sha256=q1)
+    d = EngineDriver()
+    d.pipe(s)
+    first, second = d.decisions()
+    assert first.committed == ["a"]
+    assert refused(second) == {"b": "UNSCORED"}
+
+
+def test_poisoned_span_is_dropped_with_next_decision_even_freeze() -> None:
+    s = SessionScript()
+    s.add("p", "v0")
+    s.add("x", "other")
+    for i in range(1, 4):
+        s.rewrite([{"span_id": "p", "text": f"v{i}"}, {"span_id": "x"}], declared_modified=["p"])
+    s.score(("x", 0.5))
+    s.add("y")
+    s.rewrite([{"span_id": "x"}, {"span_id": "p"}, {"span_id": "y", "text": "y changed"}],
+              declared_modified=["y"])
+    s.evict(["x"])
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.FREEZE and dec.dropped == ["p"]
+    assert "p" not in d.engine.session("acme", "s1").spans  # type: ignore[union-attr]
+
+
+def test_pinned_poisoned_span_stays_with_critical_fault() -> None:
+    s = SessionScript()
+    s.add("p", "v0", introduces=ACCOUNT)
+    for i in range(1, 4):
+        s.rewrite([{"span_id": "p", "text": f"v{i}", "introduces": ACCOUNT}], declared_modified=["p"])
+    s.add("ask", "that one", mentions=[{"type": "account"}])
+    s.add("z", "old chatter")
+    s.evict(["z"], basis="recency")
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.dropped == [] and dec.committed == ["z"]
+    assert refused(dec) == {"p": "PINNED"}
+    poisoned = d.faults(FaultKind.POISONED_SPAN)
+    assert len(poisoned) == 2 and poisoned[1].evidence["pinned"] is True
+    assert poisoned[1].fault_id in dec.faults
+
+
+def test_flag_mode_keeps_poisoned_span_as_stale() -> None:
+    s = SessionScript()
+    s.add("p", "v0")
+    for i in range(1, 4):
+        s.rewrite([{"span_id": "p", "text": f"v{i}"}], declared_modified=["p"])
+    s.evict(["p"])
+    d = EngineDriver(poisoned="flag")
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.FREEZE and dec.dropped == []
+
+
+@pytest.mark.parametrize("protect", [False, True])
+def test_lineage_protection_or_orphan_fault(protect: bool) -> None:
+    s = SessionScript()
+    s.add("parent", "long text")
+    s.add("summary", "short", derived_from=["parent"])
+    s.score(("parent", 0.1), ("summary", 0.9))
+    s.evict(["parent"])
+    d = EngineDriver(protect_lineage=protect)
+    d.pipe(s)
+    [dec] = d.decisions()
+    if protect:
+        assert refused(dec) == {"parent": "LINEAGE"} and d.faults() == []
+    else:
+        assert dec.committed == ["parent"]
+        [orphan] = d.faults(FaultKind.ORPHANED_PARENT)
+        assert orphan.evidence["cited_by"] == {"parent": ["summary"]}
+        assert orphan.fault_id in dec.faults

@@ -1,0 +1,179 @@
+"""Property-based invariants of the engine over random event sequences."""
+
+from __future__ import annotations
+
+import base64
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schemas import EvictionDecided, FaultKind, IntegrityFault, ScoresRecomputeRequested, SpanPinned
+from streams.cli.replay import _lines
+from streams.codec import encode_output
+from streams.engine.driver import EngineDriver
+from streams.engine.engine import Engine, Source
+from streams.engine.trace import SessionScript
+
+SPANS = [f"s{i}" for i in range(8)]
+TYPES = ["account", "ticket"]
+KEYS = ["A-1", "A-2", "T-9"]
+
+span_ids = st.sampled_from(SPANS)
+
+
+@st.composite
+def actions(draw: st.DrawFn) -> list[tuple]:  # type: ignore[type-arg]
+    return draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.just("add"), span_ids, st.integers(0, 2), st.integers(0, 2)),
+                st.tuples(st.just("score"), st.lists(st.tuples(span_ids, st.floats(0, 1)), max_size=4),
+                          st.booleans()),
+                st.tuples(st.just("rewrite"), st.lists(span_ids, max_size=6, unique=True),
+                          st.lists(span_ids, max_size=3), st.booleans()),
+                st.tuples(st.just("evict"), st.lists(span_ids, max_size=4, unique=True)),
+                st.tuples(st.just("policy"), st.one_of(st.floats(0, 1), st.integers(0, 6))),
+                st.tuples(st.just("recency"), st.lists(span_ids, max_size=3, unique=True)),
+            ),
+            max_size=40,
+        )
+    )
+
+
+def build(script_actions: list[tuple]) -> SessionScript:  # type: ignore[type-arg]
+    s = SessionScript()
+    version = 0
+    for action in script_actions:
+        kind = action[0]
+        if kind == "add":
+            _, sid, key_i, men_i = action
+            intro = [{"key": KEYS[key_i], "type": TYPES[key_i % 2]}] if key_i < 2 else None
+            mention = [{"type": TYPES[men_i % 2]}] if men_i < 2 else None
+            s.add(sid, f"{sid} v{version}", introduces=intro, mentions=mention)
+        elif kind == "score":
+            _, pairs, stale = action
+            s.score(*pairs, against={p[0]: "other" for p in pairs[:1]} if stale else None)
+        elif kind == "rewrite":
+            _, keep, modify, merge = action
+            version += 1
+            entries = [
+                {"span_id": sid, "text": f"{sid} v{version}"} if sid in modify else {"span_id": sid}
+                for sid in keep
+            ]
+            if merge:
+                entries.append({"span_id": f"m{version}", "text": "merged", "derived_from": SPANS[:3]})
+            s.rewrite(entries, declared_modified=modify)
+        elif kind == "evict":
+            s.evict(action[1])
+        elif kind == "policy":
+            value = action[1]
+            if isinstance(value, int):
+                s.evict(keep_top_k=value)
+            else:
+                s.evict(threshold=value)
+        else:
+            s.evict(action[1], basis="recency")
+    return s
+
+
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(actions())
+def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[type-arg]
+    s = build(script_actions)
+    engine = Engine()
+    requests = 0
+    for line in s.lines():
+        state = engine.session("acme", "s1")
+        stale_before = set(state.stale) if state else set()
+        scored_stale = {
+            sid for sid, span in (state.spans.items() if state else ())
+            if span.stale_rewrites > 0 and span.bound is not None
+        }
+        assert not scored_stale, "a stale span must never carry a bound score"
+        outputs = engine.process_raw(line, Source("t", 0, 0))
+        is_request = b'"eviction.requested"' in line
+        decisions = [o for o in outputs if isinstance(o, EvictionDecided)]
+        if not is_request:
+            assert decisions == []
+            continue
+        requests += 1
+        assert len(decisions) == 1, "each accepted request yields exactly one decision"
+        decision = decisions[0]
+        assert outputs[-1] is decision, "the decision comes after its faults and pins"
+        pinned = {o.span_id for o in outputs if isinstance(o, SpanPinned)}
+        assert not pinned & set(decision.committed), "a pinned span is never committed"
+        assert not pinned & set(decision.dropped), "a pinned span is never dropped"
+        assert set(decision.pins) == {o.pin_id for o in outputs if isinstance(o, SpanPinned)}
+        assert set(decision.faults) == {o.fault_id for o in outputs if isinstance(o, IntegrityFault)}
+        if decision.action == "FREEZE":
+            assert decision.committed == []
+            assert stale_before, "a FREEZE needs a stale span"
+            recompute = [o for o in outputs if isinstance(o, ScoresRecomputeRequested)]
+            assert decision.recompute_id == recompute[0].recompute_id
+            assert stale_before <= set(recompute[0].span_ids)
+        if decision.basis == "score":
+            assert not (set(decision.committed) & stale_before), "a stale span is never ranked"
+            if stale_before:
+                assert decision.action == "FREEZE"
+    state = engine.session("acme", "s1")
+    if state is not None:
+        assert state.live_tokens == sum(sp.tokens for sp in state.spans.values())
+        assert state.bound_count == sum(
+            1 for sp in state.spans.values() if sp.bound is not None and sp.span_id not in state.poisoned_pending
+        )
+        assert state.stale == {
+            sid for sid, sp in state.spans.items() if sp.stale_rewrites > 0 and sid not in state.poisoned_pending
+        }
+        assert len(state.order) == len(state.spans)
+
+
+@PROPS
+@given(actions())
+def test_replay_is_byte_identical(script_actions: list[tuple]) -> None:  # type: ignore[type-arg]
+    lines = build(script_actions).lines()
+
+    def run() -> bytes:
+        engine = Engine()
+        out = []
+        for i, line in enumerate(lines):
+            out.extend(encode_output(o) for o in engine.process_raw(line, Source("t", 0, i)))
+        return b"\n".join(out)
+
+    assert run() == run()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_crash(raw: bytes) -> None:
+    engine = Engine()
+    for i, line in enumerate(_lines(iter(raw.split(b"\n")))):  # type: ignore[arg-type]
+        if not line:
+            continue
+        [out] = engine.process_raw(line, Source("fuzz", 0, i))
+        assert out.type == "event.rejected"
+        assert base64.b64decode(out.raw) == line  # type: ignore[union-attr]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
+    max_leaves=20,
+))
+def test_arbitrary_json_never_crashes(value: object) -> None:
+    import json
+
+    raw = json.dumps(value).encode()
+    outputs = Engine().process_raw(raw, Source("fuzz", 0, 0))
+    assert len(outputs) == 1 and outputs[0].type == "event.rejected"
+
+
+def test_fault_kinds_all_reachable_by_unit_tests() -> None:
+    # Guard: every contract fault kind has a default severity (the table is complete).
+    from schemas import DEFAULT_SEVERITY
+
+    assert set(DEFAULT_SEVERITY) == set(FaultKind)
+    assert EngineDriver().engine.settings.severity(FaultKind.STALE_SCORE) == "warning"

@@ -33,6 +33,7 @@ from streams.engine.drift import CycleOutcome, close_window
 from streams.engine.emit import Emission, output_id
 from streams.engine.gate import decide
 from streams.engine.holdings import HoldingsBuilder
+from streams.engine.persist import Record, dump_changes, dump_closed, load_sessions
 from streams.engine.rewrite import apply_rewrite
 from streams.engine.scoring import apply_scores
 from streams.engine.state import SessionState, SpanState
@@ -77,12 +78,47 @@ class Engine:
     Outputs come in the order they must be produced (a decision last).
     """
 
-    def __init__(self, settings: EngineSettings | None = None) -> None:
+    def __init__(self, settings: EngineSettings | None = None, *, track_changes: bool = False) -> None:
         self.settings = settings or EngineSettings()
         self.sessions: dict[SessionKey, SessionState] = {}
         self.stats = EngineStats()
         self._holdings = HoldingsBuilder(self.settings)
         self._last_ts = EPOCH
+        self._track = track_changes
+        self._touched: set[SessionKey] = set()
+        self._pending: list[Record] = []
+
+    # -- state records (for a changelog) ---------------------------------
+
+    def drain_changes(self) -> list[Record]:
+        """State records changed since the last drain (needs ``track_changes``).
+
+        Write them to a changelog after the outputs they belong to are
+        acknowledged; :meth:`restore` rebuilds the state from them.
+        """
+        records = self._pending
+        self._pending = []
+        window = self.settings.dedup_window
+        for key in sorted(self._touched):
+            session = self.sessions.get(key)
+            if session is not None:
+                records.extend(dump_changes(session, window))
+        self._touched.clear()
+        return records
+
+    def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:
+        """Load sessions from changelog records (replacing those it names); returns
+        how many sessions were loaded."""
+        sessions, closed = load_sessions(records, drop_poisoned=self.settings.poisoned == "drop")
+        self.sessions.update(sessions)
+        self.stats.closed_sessions |= closed
+        return len(sessions)
+
+    def forget(self, keys: Iterable[SessionKey]) -> None:
+        """Drop sessions from memory (their partition moved to another worker)."""
+        for key in keys:
+            self.sessions.pop(key, None)
+            self._touched.discard(key)
 
     # -- entry points ----------------------------------------------------
 
@@ -150,6 +186,8 @@ class Engine:
                 )
             ]
         session.accepted += 1
+        if self._track:
+            self._touched.add(key)
         emission = Emission(
             self.settings,
             event.tenant,
@@ -173,6 +211,9 @@ class Engine:
             decide(session, event, emission)
         elif isinstance(event, SessionClosed):
             del self.sessions[key]
+            self._touched.discard(key)
+            if self._track:
+                self._pending.extend(dump_closed(session, self.settings.dedup_window))
             self.stats.closed_sessions.add(key)
             self.stats.sessions_closed += 1
         return emission.outputs
@@ -226,9 +267,12 @@ class Engine:
         # baseline, so the next good event is not reported as a gap.
         if identity.tenant is None or identity.session_id is None or identity.seq is None:
             return
-        session = self.sessions.get((identity.tenant, identity.session_id))
+        key = (identity.tenant, identity.session_id)
+        session = self.sessions.get(key)
         if session is not None and session.last_seq is not None:
             session.last_seq = max(session.last_seq, identity.seq)
+            if self._track:
+                self._touched.add(key)
 
     def _reject(
         self,

@@ -107,6 +107,9 @@ class SessionState:
     known_types: set[str] = field(default_factory=set)
     recent_ids: deque[str] = field(default_factory=deque)
     recent_set: set[str] = field(default_factory=set)
+    remembered: int = 0
+    dirty: set[tuple[str, str]] = field(default_factory=set)
+    """Records changed since the last drain: ("s", span id), ("g", span id), ("d", slot)."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)
     order: SortedList = field(default_factory=SortedList)
@@ -124,7 +127,9 @@ class SessionState:
     def add_span(self, span: SpanState) -> None:
         """Make ``span`` live and enter it in every index."""
         self.spans[span.span_id] = span
-        self.gone.pop(span.span_id, None)
+        if self.gone.pop(span.span_id, None) is not None:
+            self.dirty.add(("g", span.span_id))
+        self.dirty.add(("s", span.span_id))
         self.order.add(span.order_key)
         self.live_tokens += span.tokens
         for parent in span.derived_from:
@@ -149,6 +154,8 @@ class SessionState:
         self.stale.discard(span_id)
         self.poisoned_pending.discard(span_id)
         self.gone[span_id] = GoneSpan(seq=seq, stale_rewrites=span.stale_rewrites)
+        self.dirty.add(("s", span_id))
+        self.dirty.add(("g", span_id))
         return span
 
     # -- scores ----------------------------------------------------------
@@ -158,15 +165,18 @@ class SessionState:
         self._unindex_score(span)
         span.bound = bound
         self._index_score(span)
+        self.dirty.add(("s", span.span_id))
 
     def set_counter(self, span: SpanState, value: int) -> None:
         """Set a span's rewrite counter and keep the stale set in step."""
         span.stale_rewrites = value
         self._track_stale(span)
+        self.dirty.add(("s", span.span_id))
 
     def mark_poisoned(self, span: SpanState, drop: bool) -> None:
         """Poison a span; with ``drop`` it stops holding the gate and waits to be dropped."""
         span.poisoned = True
+        self.dirty.add(("s", span.span_id))
         if drop:
             self._unindex_score(span)
             self.poisoned_pending.add(span.span_id)
@@ -232,13 +242,16 @@ class SessionState:
         """Enter an accepted event id in the bounded duplicate window."""
         if window <= 0:
             return
+        self.dirty.add(("d", str(self.remembered % window)))
+        self.remembered += 1
         self.recent_ids.append(event_id)
         self.recent_set.add(event_id)
         while len(self.recent_ids) > window:
             self.recent_set.discard(self.recent_ids.popleft())
 
     def reindex(self) -> None:
-        """Rebuild every index from ``spans`` (after a rewrite re-positions spans)."""
+        """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
+        or after a restore). Every live span counts as changed."""
         spans = list(self.spans.values())
         self.order = SortedList()
         self.scores = {}

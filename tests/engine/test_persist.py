@@ -1,0 +1,114 @@
+"""State records: a session rebuilt from its changelog records behaves the same."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.codec import encode_output
+from streams.engine.config import EngineSettings
+from streams.engine.engine import Engine, Source
+from streams.engine.trace import SessionScript
+from tests.engine.test_properties import actions, build
+
+
+def seed_like_session() -> SessionScript:
+    s = SessionScript()
+    s.add("t12", "It is account 8841-C, the one flagged last week.")
+    s.add("x", "filler")
+    s.add("p", "summary v0", derived_from=["x"])
+    s.score(("t12", 0.11), ("x", 0.05), ("p", 0.5))
+    s.rewrite([{"span_id": "t12"}, {"span_id": "x"}, {"span_id": "p", "text": "v1"}])
+    s.add("t19", "did that account clear KYC?")
+    return s
+
+
+def tail_session(s: SessionScript) -> SessionScript:
+    s.score(("p", 0.4), ("t19", 0.9))
+    s.evict(threshold=0.15)
+    s.rewrite([{"span_id": "t19"}])
+    s.evict(["t19"])
+    return s
+
+
+class Changelog(dict[bytes, bytes]):
+    def apply(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        for key, value in records:
+            if value is None:
+                self.pop(key, None)
+            else:
+                self[key] = value
+
+
+def run_split(lines: list[bytes], cut: int, window: int = 10_000) -> list[bytes]:
+    """Process lines[:cut], restore a fresh engine from the changelog, process the rest."""
+    conf = EngineSettings(dedup_window=window)
+    log = Changelog()
+    first = Engine(conf, track_changes=True)
+    out = []
+    for i, line in enumerate(lines[:cut]):
+        out.extend(encode_output(o) for o in first.process_raw(line, Source("t", 0, i)))
+        log.apply(first.drain_changes())
+    second = Engine(conf, track_changes=True)
+    second.restore(log.items())
+    for i, line in enumerate(lines[cut:], start=cut):
+        out.extend(encode_output(o) for o in second.process_raw(line, Source("t", 0, i)))
+        log.apply(second.drain_changes())
+    return out
+
+
+def run_whole(lines: list[bytes]) -> list[bytes]:
+    engine = Engine()
+    return [encode_output(o) for i, l in enumerate(lines) for o in engine.process_raw(l, Source("t", 0, i))]
+
+
+def test_restored_engine_continues_identically() -> None:
+    lines = tail_session(seed_like_session()).lines()
+    expected = run_whole(lines)
+    for cut in range(len(lines) + 1):
+        assert run_split(lines, cut) == expected, f"cut at {cut}"
+
+
+def test_duplicate_window_survives_restore() -> None:
+    s = SessionScript()
+    for i in range(5):
+        s.add(f"a{i}")
+    lines = s.lines()
+    replayed = lines + [lines[3], lines[4]]
+    out = run_split(replayed, 5, window=3)
+    assert out == []  # both repeats are inside the 3-event window after restore
+    out = run_split(lines + [lines[0]], 5, window=3)
+    assert len(out) == 1  # outside the window: processed as new (SPAN_EXISTS rejection)
+
+
+def test_closed_session_stays_closed_after_restore() -> None:
+    s = SessionScript()
+    s.add("a")
+    s.close()
+    s.add("b")
+    out = run_split(s.lines(), 2)
+    assert b"SESSION_CLOSED" in out[0]
+
+
+def test_changes_are_proportional_to_what_changed() -> None:
+    engine = Engine(track_changes=True)
+    for size in (100, 10_000):
+        s = SessionScript(f"s{size}")
+        for i in range(size):
+            s.add(f"a{i}", f"turn {i}")
+        for i, line in enumerate(s.lines()):
+            engine.process_raw(line, Source("t", 0, i))
+        engine.drain_changes()
+        s.add("new", "one more turn")
+        engine.process_raw(s.lines()[-1], Source("t", 0, size))
+        records = engine.drain_changes()
+        assert len(records) == 3  # header, the span, one duplicate-window slot
+        assert sum(len(k) + len(v or b"") for k, v in records) < 1_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions(), st.integers(0, 40))
+def test_restore_at_any_point_gives_same_output(script_actions: list, cut: int) -> None:  # type: ignore[type-arg]
+    lines = build(script_actions).lines()
+    assert run_split(lines, min(cut, len(lines))) == run_whole(lines)
+

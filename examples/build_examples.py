@@ -18,11 +18,19 @@ HERE = Path(__file__).parent
 
 TURNS = [
     ("u1", "user", "Hi, I was charged twice for order 55012 last week."),
-    ("t1", "tool", "lookup_order(55012) -> status shipped, 2 charges of 49.00 EUR, card ending 4421"),
+    (
+        "t1",
+        "tool",
+        "lookup_order(55012) -> status shipped, 2 charges of 49.00 EUR, card ending 4421",
+    ),
     ("a1", "assistant", "I can see two charges on that order. Let me check the payment account."),
     ("u2", "user", "It is account 8841-C, the one flagged last week."),
     ("t2", "tool", "kyc_status(8841-C) -> pending review, opened ticket INC-4411"),
-    ("a2", "assistant", "Your account is under a routine review; I opened INC-4411 for the refund."),
+    (
+        "a2",
+        "assistant",
+        "Your account is under a routine review; I opened INC-4411 for the refund.",
+    ),
     ("u3", "user", "How long does the review usually take?"),
     ("a3", "assistant", "Usually two business days."),
 ]
@@ -32,13 +40,25 @@ def healthy() -> SessionScript:
     s = SessionScript("sess-healthy-01", tenant="acme")
     for span_id, role, text in TURNS:
         s.add(span_id, text, role=role)
-    s.score(*[(sid, v) for sid, v in zip([t[0] for t in TURNS], [0.7, 0.6, 0.3, 0.8, 0.7, 0.5, 0.4, 0.2], strict=True)])
+    s.score(
+        *[
+            (sid, v)
+            for sid, v in zip(
+                [t[0] for t in TURNS], [0.7, 0.6, 0.3, 0.8, 0.7, 0.5, 0.4, 0.2], strict=True
+            )
+        ]
+    )
     s.next_turn()
     # A compaction that summarises u3/a3 into one span and says so.
     s.rewrite(
         [{"span_id": sid} for sid, _, _ in TURNS[:6]]
-        + [{"span_id": "sum1", "text": "User asked how long the review takes: two business days.",
-            "derived_from": ["u3", "a3"]}],
+        + [
+            {
+                "span_id": "sum1",
+                "text": "User asked how long the review takes: two business days.",
+                "derived_from": ["u3", "a3"],
+            }
+        ],
         declared_modified=[],
         scores_invalidated=[s.score_id(1, 6, "u3"), s.score_id(1, 7, "a3")],
     )
@@ -69,31 +89,51 @@ def broken() -> SessionScript:
     # score inside the snapshot and invalidates nothing (REWRITE_WITHOUT_INVALIDATION),
     # and silently drops a3 (UNGATED_EVICTION).
     s.rewrite(
-        [{"span_id": "u1"}, {"span_id": "t1"},
-         {"span_id": "sum1", "text": "Two charges on order 55012; account 8841-C under review, INC-4411.",
-          "derived_from": ["a1", "u2", "t2", "a2"], "score": {"score_id": "inherited", "score": 0.4}},
-         {"span_id": "u3", "text": "Asked about review time."}],
+        [
+            {"span_id": "u1"},
+            {"span_id": "t1"},
+            {
+                "span_id": "sum1",
+                "text": "Two charges on order 55012; account 8841-C under review, INC-4411.",
+                "derived_from": ["a1", "u2", "t2", "a2"],
+                "score": {"score_id": "inherited", "score": 0.4},
+            },
+            {"span_id": "u3", "text": "Asked about review time."},
+        ],
         declared_modified=[],
     )
-    s.score(("sum1", 0.6), ("u3", 0.5))          # the denser text scores higher
+    s.score(("sum1", 0.6), ("u3", 0.5))  # the denser text scores higher
     s.next_turn()
     # Rewrite 2: the summary of the summary (counter 2: REWRITE_OF_REWRITE); scores rise again.
     s.rewrite(
-        [{"span_id": "u1"}, {"span_id": "sum2", "text": "Refund for 55012 pending review.",
-                             "derived_from": ["sum1", "t1"]},
-         {"span_id": "u3"}],
+        [
+            {"span_id": "u1"},
+            {
+                "span_id": "sum2",
+                "text": "Refund for 55012 pending review.",
+                "derived_from": ["sum1", "t1"],
+            },
+            {"span_id": "u3"},
+        ],
         scores_invalidated=[s.score_id(2, 0, "sum1")],
     )
-    s.score(("sum2", 0.8), ("u3", 0.6))            # MONOTONIC_DRIFT: two rising rewrites
+    s.score(("sum2", 0.8), ("u3", 0.6))  # MONOTONIC_DRIFT: two rising rewrites
     s.next_turn()
     # Rewrite 3 and 4 paraphrase sum2 again without a re-score in between:
     # counter 3 poisons it (POISONED_SPAN).
-    s.rewrite([{"span_id": "u1"}, {"span_id": "sum2", "text": "Refund pending."}, {"span_id": "u3"}],
-              declared_modified=["sum2"], scores_invalidated=[s.score_id(3, 0, "sum2")])
-    s.rewrite([{"span_id": "u1"}, {"span_id": "sum2", "text": "Refund."}, {"span_id": "u3"}],
-              declared_modified=["sum2"])
-    s.rewrite([{"span_id": "u1"}, {"span_id": "sum2", "text": "Pending."}, {"span_id": "u3"}],
-              declared_modified=["sum2"])
+    s.rewrite(
+        [{"span_id": "u1"}, {"span_id": "sum2", "text": "Refund pending."}, {"span_id": "u3"}],
+        declared_modified=["sum2"],
+        scores_invalidated=[s.score_id(3, 0, "sum2")],
+    )
+    s.rewrite(
+        [{"span_id": "u1"}, {"span_id": "sum2", "text": "Refund."}, {"span_id": "u3"}],
+        declared_modified=["sum2"],
+    )
+    s.rewrite(
+        [{"span_id": "u1"}, {"span_id": "sum2", "text": "Pending."}, {"span_id": "u3"}],
+        declared_modified=["sum2"],
+    )
     s.next_turn()
     # The harness writes its own digest of u3 and the pruner then evicts u3 by
     # score: the digest cites it (ORPHANED_PARENT). The poisoned sum2 is dropped.

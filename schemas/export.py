@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -38,7 +39,9 @@ def render_schemas() -> dict[str, str]:
     rendered: dict[str, str] = {}
     models: dict[str, type[BaseModel]] = {**INPUT_TYPES, **OUTPUT_TYPES}
     for type_name, model in sorted(models.items()):
-        mode = "validation" if type_name in INPUT_TYPES else "serialization"
+        mode: Literal["validation", "serialization"] = (
+            "validation" if type_name in INPUT_TYPES else "serialization"
+        )
         schema = model.model_json_schema(mode=mode)
         schema["$id"] = f"https://spanguard.dev/schemas/v1/{type_name}.json"
         rendered[f"{type_name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -38,11 +38,18 @@ class Settings(BaseSettings):
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     app_id: str = Field("spanguard", description="consumer group and changelog topic prefix")
     data_dir: Path = Field(Path(".spanguard"), description="worker state directory (RocksDB)")
+    session_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Kafka consumer session timeout (s): how fast a dead worker is noticed",
+    )
+    standby_replicas: int = Field(1, ge=0, description="standby table replicas per partition")
     broker_credentials: dict[str, str] | None = Field(
         None,
         description="SASL/SSL settings passed to Faust: mechanism, username, password, cafile",
     )
     # web
+    web_enabled: bool = Field(True, description="serve /metrics, the API and the dashboard")
     web_host: str = Field("127.0.0.1", description="address the worker's web server binds")
     web_port: int = Field(6066, ge=1, le=65535, description="port of /metrics, API, dashboard")
     api_token: SecretStr | None = Field(None, description="bearer token for the API, if set")

@@ -282,13 +282,13 @@ def _mutate(
     for offset, span in enumerate(diff.kept_late):
         positions[span.span_id] = tail + offset
     for span_id, position in positions.items():
-        span = session.spans.get(span_id)
-        if span is None:
-            continue
-        span.position = position
+        placed = session.spans.get(span_id)
+        if placed is None:
+            continue  # an entry for a span evicted after base_seq: it stays gone
+        placed.position = position
         held = holdings.get(span_id)
         if held is not None:
-            span.holds, span.mentions = held.holds, held.mentions
+            placed.holds, placed.mentions = held.holds, held.mentions
     session.reindex()
 
 

@@ -34,8 +34,12 @@ def test_broken_example_fails_on_critical_and_explains(tmp_path: Path) -> None:
     assert result.exit_code == 1
     kinds = {e["kind"] for e in outputs(out) if e["type"] == "integrity.fault"}
     assert {
-        "SCORE_PROVENANCE_GAP", "REWRITE_WITHOUT_INVALIDATION", "MONOTONIC_DRIFT",
-        "ORPHANED_PARENT", "REWRITE_OF_REWRITE", "POISONED_SPAN",
+        "SCORE_PROVENANCE_GAP",
+        "REWRITE_WITHOUT_INVALIDATION",
+        "MONOTONIC_DRIFT",
+        "ORPHANED_PARENT",
+        "REWRITE_OF_REWRITE",
+        "POISONED_SPAN",
     } <= kinds
     assert "Integrity faults" in result.output
 

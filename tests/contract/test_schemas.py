@@ -21,7 +21,9 @@ def test_checked_in_schemas_match_models() -> None:
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in Path(JSON_DIR).glob("*.json")}
     assert set(on_disk) == set(rendered), "run: python -m schemas.export"
     for name, text in rendered.items():
-        assert on_disk[name] == text, f"{name} drifted from its model; run: python -m schemas.export"
+        assert on_disk[name] == text, (
+            f"{name} drifted from its model; run: python -m schemas.export"
+        )
 
 
 def test_one_schema_per_event_type() -> None:
@@ -30,28 +32,67 @@ def test_one_schema_per_event_type() -> None:
 
 def test_contract_field_names() -> None:
     assert set(SpanAdded.model_fields) >= {
-        "type", "schema_version", "event_id", "session_id", "tenant", "seq", "turn", "ts",
-        "span_id", "position", "tokens", "role", "text", "text_sha256", "derived_from",
-        "introduces", "mentions",
+        "type",
+        "schema_version",
+        "event_id",
+        "session_id",
+        "tenant",
+        "seq",
+        "turn",
+        "ts",
+        "span_id",
+        "position",
+        "tokens",
+        "role",
+        "text",
+        "text_sha256",
+        "derived_from",
+        "introduces",
+        "mentions",
     }
     assert set(EventRejected.model_fields) >= {
-        "rejection_id", "reason", "detail", "raw", "raw_size", "raw_truncated", "tenant",
-        "session_id", "topic", "partition", "offset",
+        "rejection_id",
+        "reason",
+        "detail",
+        "raw",
+        "raw_size",
+        "raw_truncated",
+        "tenant",
+        "session_id",
+        "topic",
+        "partition",
+        "offset",
     }
 
 
 def test_unknown_fields_are_kept() -> None:
     event = INPUT_ADAPTER.validate_python(
-        {"type": "session.closed", "schema_version": 1, "event_id": "e", "session_id": "s",
-         "tenant": "t", "seq": 0, "turn": 0, "ts": "2026-11-30T10:00:00Z", "harness": {"v": 2}}
+        {
+            "type": "session.closed",
+            "schema_version": 1,
+            "event_id": "e",
+            "session_id": "s",
+            "tenant": "t",
+            "seq": 0,
+            "turn": 0,
+            "ts": "2026-11-30T10:00:00Z",
+            "harness": {"v": 2},
+        }
     )
     assert event.model_dump()["harness"] == {"v": 2}
 
 
 def test_one_union_over_inputs_and_outputs() -> None:
     out = CONTRACT_ADAPTER.validate_python(
-        {"type": "event.rejected", "rejection_id": "r", "reason": "INVALID_JSON", "detail": "x",
-         "raw": "", "raw_size": 0, "ts": "2026-11-30T10:00:00Z"}
+        {
+            "type": "event.rejected",
+            "rejection_id": "r",
+            "reason": "INVALID_JSON",
+            "detail": "x",
+            "raw": "",
+            "raw_size": 0,
+            "ts": "2026-11-30T10:00:00Z",
+        }
     )
     assert isinstance(out, EventRejected)
     with pytest.raises(ValidationError):

@@ -11,7 +11,10 @@ def compaction_cycle(s: SessionScript, n: int, mean: float, base_texts: list[str
     """Rewrite the session to ``n`` shorter spans, then score them all at ``mean``."""
     ids = [f"r{s.seq}-{i}" for i in range(n)]
     s.rewrite(
-        [{"span_id": sid, "text": " ".join(base_texts[: n - i]), "derived_from": []} for i, sid in enumerate(ids)]
+        [
+            {"span_id": sid, "text": " ".join(base_texts[: n - i]), "derived_from": []}
+            for i, sid in enumerate(ids)
+        ]
     )
     s.score(*[(sid, mean) for sid in ids])
 
@@ -56,7 +59,11 @@ def test_declared_merge_with_flat_relevance_is_healthy() -> None:
         s.add(f"a{i}", f"long original turn number {i} with many words in it")
     s.score(*[(f"a{i}", 0.5) for i in range(4)])
     s.rewrite(
-        [{"span_id": "a0"}, {"span_id": "a1"}, {"span_id": "m", "text": "short merge", "derived_from": ["a2", "a3"]}],
+        [
+            {"span_id": "a0"},
+            {"span_id": "a1"},
+            {"span_id": "m", "text": "short merge", "derived_from": ["a2", "a3"]},
+        ],
         scores_invalidated=[s.score_id(1, 2, "a2"), s.score_id(1, 3, "a3")],
     )
     s.score(("m", 0.51))

@@ -79,7 +79,7 @@ def test_non_finite_score_rejects_whole_event() -> None:
     s.score(("a", 0.5))
     line = s.lines()[1].replace(b"0.5", b"NaN")
     d = EngineDriver()
-    d.pipe(s.lines()[:1] + [line])
+    d.pipe([*s.lines()[:1], line])
     [rej] = d.rejections()
     assert rej.reason == RejectReason.NON_FINITE_SCORE and rej.caused_by == "s1-e1"
 
@@ -129,7 +129,11 @@ def test_sequence_gap_and_out_of_order_are_faults_but_processed() -> None:
     d = EngineDriver()
     d.pipe(s)
     gap, ooo = d.faults()
-    assert gap.kind == FaultKind.SEQUENCE_GAP and gap.evidence == {"expected": 1, "actual": 5, "missing": 4}
+    assert gap.kind == FaultKind.SEQUENCE_GAP and gap.evidence == {
+        "expected": 1,
+        "actual": 5,
+        "missing": 4,
+    }
     assert ooo.kind == FaultKind.OUT_OF_ORDER and ooo.evidence == {"expected": 6, "actual": 3}
     assert set(d.engine.session("acme", "s1").spans) == {"a", "b", "c"}  # type: ignore[union-attr]
 

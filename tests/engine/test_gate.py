@@ -98,7 +98,12 @@ def test_key_mention_pins_the_earliest_holder_with_hashed_key() -> None:
 def test_pins_close_transitively() -> None:
     s = SessionScript()
     s.add("a", "intro", introduces=[{"key": "T-1", "type": "ticket"}])
-    s.add("b", "bridge", introduces=[{"key": "ACC-9", "type": "account"}], mentions=[{"type": "ticket"}])
+    s.add(
+        "b",
+        "bridge",
+        introduces=[{"key": "ACC-9", "type": "account"}],
+        mentions=[{"type": "ticket"}],
+    )
     s.add("c", "ask", mentions=[{"type": "account"}])
     s.score(("a", 0.1), ("b", 0.1), ("c", 0.9))
     s.evict(["a", "b"])
@@ -199,8 +204,10 @@ def test_poisoned_span_is_dropped_with_next_decision_even_freeze() -> None:
         s.rewrite([{"span_id": "p", "text": f"v{i}"}, {"span_id": "x"}], declared_modified=["p"])
     s.score(("x", 0.5))
     s.add("y")
-    s.rewrite([{"span_id": "x"}, {"span_id": "p"}, {"span_id": "y", "text": "y changed"}],
-              declared_modified=["y"])
+    s.rewrite(
+        [{"span_id": "x"}, {"span_id": "p"}, {"span_id": "y", "text": "y changed"}],
+        declared_modified=["y"],
+    )
     s.evict(["x"])
     d = EngineDriver()
     d.pipe(s)
@@ -213,7 +220,9 @@ def test_pinned_poisoned_span_stays_with_critical_fault() -> None:
     s = SessionScript()
     s.add("p", "v0", introduces=ACCOUNT)
     for i in range(1, 4):
-        s.rewrite([{"span_id": "p", "text": f"v{i}", "introduces": ACCOUNT}], declared_modified=["p"])
+        s.rewrite(
+            [{"span_id": "p", "text": f"v{i}", "introduces": ACCOUNT}], declared_modified=["p"]
+        )
     s.add("ask", "that one", mentions=[{"type": "account"}])
     s.add("z", "old chatter")
     s.evict(["z"], basis="recency")

@@ -59,7 +59,11 @@ def run_split(lines: list[bytes], cut: int, window: int = 10_000) -> list[bytes]
 
 def run_whole(lines: list[bytes]) -> list[bytes]:
     engine = Engine()
-    return [encode_output(o) for i, l in enumerate(lines) for o in engine.process_raw(l, Source("t", 0, i))]
+    return [
+        encode_output(o)
+        for i, raw in enumerate(lines)
+        for o in engine.process_raw(raw, Source("t", 0, i))
+    ]
 
 
 def test_restored_engine_continues_identically() -> None:
@@ -74,10 +78,10 @@ def test_duplicate_window_survives_restore() -> None:
     for i in range(5):
         s.add(f"a{i}")
     lines = s.lines()
-    replayed = lines + [lines[3], lines[4]]
+    replayed = [*lines, lines[3], lines[4]]
     out = run_split(replayed, 5, window=3)
     assert out == []  # both repeats are inside the 3-event window after restore
-    out = run_split(lines + [lines[0]], 5, window=3)
+    out = run_split([*lines, lines[0]], 5, window=3)
     assert len(out) == 1  # outside the window: processed as new (SPAN_EXISTS rejection)
 
 
@@ -111,4 +115,3 @@ def test_changes_are_proportional_to_what_changed() -> None:
 def test_restore_at_any_point_gives_same_output(script_actions: list, cut: int) -> None:  # type: ignore[type-arg]
     lines = build(script_actions).lines()
     assert run_split(lines, min(cut, len(lines))) == run_whole(lines)
-

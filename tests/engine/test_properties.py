@@ -27,10 +27,17 @@ def actions(draw: st.DrawFn) -> list[tuple]:  # type: ignore[type-arg]
         st.lists(
             st.one_of(
                 st.tuples(st.just("add"), span_ids, st.integers(0, 2), st.integers(0, 2)),
-                st.tuples(st.just("score"), st.lists(st.tuples(span_ids, st.floats(0, 1)), max_size=4),
-                          st.booleans()),
-                st.tuples(st.just("rewrite"), st.lists(span_ids, max_size=6, unique=True),
-                          st.lists(span_ids, max_size=3), st.booleans()),
+                st.tuples(
+                    st.just("score"),
+                    st.lists(st.tuples(span_ids, st.floats(0, 1)), max_size=4),
+                    st.booleans(),
+                ),
+                st.tuples(
+                    st.just("rewrite"),
+                    st.lists(span_ids, max_size=6, unique=True),
+                    st.lists(span_ids, max_size=3),
+                    st.booleans(),
+                ),
                 st.tuples(st.just("evict"), st.lists(span_ids, max_size=4, unique=True)),
                 st.tuples(st.just("policy"), st.one_of(st.floats(0, 1), st.integers(0, 6))),
                 st.tuples(st.just("recency"), st.lists(span_ids, max_size=3, unique=True)),
@@ -61,7 +68,9 @@ def build(script_actions: list[tuple]) -> SessionScript:  # type: ignore[type-ar
                 for sid in keep
             ]
             if merge:
-                entries.append({"span_id": f"m{version}", "text": "merged", "derived_from": SPANS[:3]})
+                entries.append(
+                    {"span_id": f"m{version}", "text": "merged", "derived_from": SPANS[:3]}
+                )
             s.rewrite(entries, declared_modified=modify)
         elif kind == "evict":
             s.evict(action[1])
@@ -89,7 +98,8 @@ def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[t
         state = engine.session("acme", "s1")
         stale_before = set(state.stale) if state else set()
         scored_stale = {
-            sid for sid, span in (state.spans.items() if state else ())
+            sid
+            for sid, span in (state.spans.items() if state else ())
             if span.stale_rewrites > 0 and span.bound is not None
         }
         assert not scored_stale, "a stale span must never carry a bound score"
@@ -107,7 +117,9 @@ def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[t
         assert not pinned & set(decision.committed), "a pinned span is never committed"
         assert not pinned & set(decision.dropped), "a pinned span is never dropped"
         assert set(decision.pins) == {o.pin_id for o in outputs if isinstance(o, SpanPinned)}
-        assert set(decision.faults) == {o.fault_id for o in outputs if isinstance(o, IntegrityFault)}
+        assert set(decision.faults) == {
+            o.fault_id for o in outputs if isinstance(o, IntegrityFault)
+        }
         if decision.action == "FREEZE":
             assert decision.committed == []
             assert stale_before, "a FREEZE needs a stale span"
@@ -122,10 +134,14 @@ def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[t
     if state is not None:
         assert state.live_tokens == sum(sp.tokens for sp in state.spans.values())
         assert state.bound_count == sum(
-            1 for sp in state.spans.values() if sp.bound is not None and sp.span_id not in state.poisoned_pending
+            1
+            for sp in state.spans.values()
+            if sp.bound is not None and sp.span_id not in state.poisoned_pending
         )
         assert state.stale == {
-            sid for sid, sp in state.spans.items() if sp.stale_rewrites > 0 and sid not in state.poisoned_pending
+            sid
+            for sid, sp in state.spans.items()
+            if sp.stale_rewrites > 0 and sid not in state.poisoned_pending
         }
         assert len(state.order) == len(state.spans)
 
@@ -158,11 +174,15 @@ def test_arbitrary_bytes_never_crash(raw: bytes) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
-    max_leaves=20,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6)
+        ),
+        max_leaves=20,
+    )
+)
 def test_arbitrary_json_never_crashes(value: object) -> None:
     import json
 

@@ -48,8 +48,12 @@ def test_declared_and_invalidated_rewrite_is_clean() -> None:
 
 def test_merge_is_not_ungated_but_needs_invalidation() -> None:
     s = scored_session()
-    s.rewrite([{"span_id": "m", "text": "refund for a shipped order", "derived_from": ["a", "b"]},
-               {"span_id": "c"}])
+    s.rewrite(
+        [
+            {"span_id": "m", "text": "refund for a shipped order", "derived_from": ["a", "b"]},
+            {"span_id": "c"},
+        ]
+    )
     d = EngineDriver()
     d.pipe(s)
     assert FaultKind.UNGATED_EVICTION not in d.fault_kinds()
@@ -100,8 +104,12 @@ def test_snapshot_scores_never_bind() -> None:
     s = scored_session()
     s.rewrite(
         [
-            {"span_id": "m", "text": "merged", "derived_from": ["a", "b"],
-             "score": {"score_id": "inh", "score": 0.9}},
+            {
+                "span_id": "m",
+                "text": "merged",
+                "derived_from": ["a", "b"],
+                "score": {"score_id": "inh", "score": 0.9},
+            },
             {"span_id": "c", "score": {"score_id": "x", "score": 0.2, "text_sha256": "0" * 64}},
         ],
         scores_invalidated=[s.score_id(1, 0, "a"), s.score_id(1, 1, "b")],

@@ -1,0 +1,1 @@
+"""The Faust layer: topics, the changelog-backed table and one thin agent."""

@@ -1,0 +1,92 @@
+"""Producing an input's outputs with the contract's ordering guarantee.
+
+Every fault, pin, recompute request and dead-letter record an input causes is
+sent and acknowledged by the broker before its ``eviction.decided`` is sent;
+the decision lists their ids. Under exactly-once all of it also belongs to the
+worker's Kafka transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
+from streams.codec import encode_output
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Where and when the broker acknowledged an output (for the ordering journal)."""
+
+    output_id: str
+    type: str
+    topic: str
+    partition: int
+    offset: int
+    acked_ns: int
+    sent_ns: int
+
+
+class Sender(Protocol):
+    """What the producer needs from a topic: Faust's ``Topic.send``."""
+
+    async def send(self, *, key: bytes | None, value: bytes) -> Awaitable[Any]: ...
+
+
+Journal = Callable[[Ack], None]
+
+
+def output_id(event: OutputEvent) -> str:
+    """The output's own id (``fault_id``, ``pin_id``, ...)."""
+    for name in ("fault_id", "pin_id", "recompute_id", "decision_id", "alert_id", "rejection_id"):
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            return value
+    raise ValueError(f"output without an id: {event.type}")
+
+
+class OutputProducer:
+    """Sends outputs to their topics; a decision only after its causes are acked."""
+
+    def __init__(self, topics: dict[str, Sender], journal: Journal | None = None) -> None:
+        self._topics = topics
+        self._journal = journal
+
+    async def _send(self, event: OutputEvent) -> tuple[Awaitable[Any], int]:
+        key = None if isinstance(event, EventRejected) else event.session_id.encode("utf-8")
+        sent_ns = time.monotonic_ns()
+        future = await self._topics[TOPIC_OF[event.type]].send(key=key, value=encode_output(event))
+        return future, sent_ns
+
+    async def _settle(self, sent: Sequence[tuple[OutputEvent, Awaitable[Any], int]]) -> None:
+        metadata = await asyncio.gather(*(future for _, future, _ in sent))
+        if self._journal is None:
+            return
+        acked = time.monotonic_ns()
+        for (event, _, sent_ns), meta in zip(sent, metadata, strict=True):
+            self._journal(
+                Ack(
+                    output_id(event),
+                    event.type,
+                    meta.topic,
+                    meta.partition,
+                    meta.offset,
+                    acked,
+                    sent_ns,
+                )
+            )
+
+    async def emit(self, outputs: Sequence[OutputEvent]) -> None:
+        """Send ``outputs`` (in the engine's order) and wait for every ack."""
+        if not outputs:
+            return
+        causes = [o for o in outputs if not isinstance(o, EvictionDecided)]
+        decisions = [o for o in outputs if isinstance(o, EvictionDecided)]
+        sent = [(o, *await self._send(o)) for o in causes]
+        await self._settle(sent)
+        for decision in decisions:
+            await self._settle([(decision, *await self._send(decision))])

@@ -1,0 +1,107 @@
+"""Publishing input traces and reading output topics with aiokafka."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import RecordMetadata
+
+OUTPUT_SUFFIXES = ("faults", "pins", "recompute", "decisions", "alerts", "deadletter")
+
+
+def bootstrap_servers(broker: str) -> str:
+    """``kafka://h:p;kafka://h2:p`` (Faust's form) or ``h:p,h2:p`` -> ``h:p,h2:p``."""
+    parts = [p.strip() for p in broker.replace(";", ",").split(",") if p.strip()]
+    return ",".join(p.split("://", 1)[-1] for p in parts)
+
+
+def session_key(raw: bytes) -> bytes | None:
+    """The Kafka key of an input record: its ``session_id``, or None when unreadable
+    (invalid records are still published, unkeyed, so the dead-letter path sees them)."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    session = data.get("session_id") if isinstance(data, dict) else None
+    return session.encode("utf-8") if isinstance(session, str) else None
+
+
+async def produce_lines(
+    bootstrap: str, topic: str, lines: Iterable[bytes], rate: float | None = None
+) -> int:
+    """Publish each line in order, keyed by session, and wait for every ack.
+
+    The producer is idempotent with one request in flight per connection, so the
+    order of a session's events on its partition is the order of ``lines``.
+    ``rate`` limits records per second (None: as fast as possible).
+    """
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5
+    )
+    await producer.start()
+    sent = 0
+    started = time.monotonic()
+    try:
+        pending: list[asyncio.Future[RecordMetadata]] = []
+        for line in lines:
+            pending.append(await producer.send(topic, value=line, key=session_key(line)))
+            sent += 1
+            if rate:
+                ahead = sent / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+            if len(pending) >= 1000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return sent
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One record read from an output topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    value: bytes
+
+
+async def read_outputs(
+    bootstrap: str,
+    topics: Sequence[str],
+    idle_seconds: float,
+    follow: bool = False,
+) -> AsyncIterator[OutputRecord]:
+    """Yield every record of ``topics`` from the beginning; stop after ``idle_seconds``
+    without a new record (never, with ``follow``)."""
+    consumer = AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        metadata_max_age_ms=2000,
+    )
+    await consumer.start()
+    try:
+        last = time.monotonic()
+        while follow or time.monotonic() - last < idle_seconds:
+            batch = await consumer.getmany(timeout_ms=200, max_records=5000)
+            for tp, records in sorted(batch.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+                for record in records:
+                    last = time.monotonic()
+                    yield OutputRecord(
+                        tp.topic, tp.partition, record.offset, record.timestamp, record.value or b""
+                    )
+    finally:
+        await consumer.stop()

@@ -29,8 +29,12 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 def replay(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT.jsonl", help="trace file, or - for stdin")],
-    out: Annotated[str, typer.Option("--out", "-o", help="output JSONL file, or - for stdout")] = "-",
+    input_path: Annotated[
+        str, typer.Argument(metavar="INPUT.jsonl", help="trace file, or - for stdin")
+    ],
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="output JSONL file, or - for stdout")
+    ] = "-",
     fail_on: Annotated[
         Severity | None,
         typer.Option("--fail-on", help="exit 1 when a fault of this severity or worse occurs"),
@@ -38,7 +42,9 @@ def replay(
     config: Annotated[
         Path | None, typer.Option("--config", help="settings file (TOML); see docs/settings.md")
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar, no summary")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="no progress bar, no summary")
+    ] = False,
 ) -> None:
     """Run the integrity engine over a recorded trace (one input event per line).
 
@@ -58,7 +64,9 @@ def replay(
     with ExitStack() as stack:
         try:
             source = (
-                sys.stdin.buffer if input_path == "-" else stack.enter_context(open(input_path, "rb"))
+                sys.stdin.buffer
+                if input_path == "-"
+                else stack.enter_context(open(input_path, "rb"))
             )
             sink = sys.stdout.buffer if out == "-" else stack.enter_context(open(out, "wb"))
         except OSError as exc:
@@ -68,8 +76,13 @@ def replay(
         show = not quiet and err.is_terminal
         progress = stack.enter_context(
             Progress(
-                TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=err, disable=not show, transient=True,
+                TextColumn("replay"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                disable=not show,
+                transient=True,
             )
         )
         task = progress.add_task("replay", total=total)

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
-from schemas import EventRejected, EvictionDecided, IntegrityFault, OutputEvent, Severity, SpanPinned
+from schemas import (
+    EventRejected,
+    EvictionDecided,
+    IntegrityFault,
+    OutputEvent,
+    Severity,
+    SpanPinned,
+)
 
 
 @dataclass

@@ -41,7 +41,9 @@ class EngineDriver:
         self.outputs: list[OutputEvent] = []
         self._offset = 0
 
-    def pipe(self, source: SessionScript | Iterable[InputEvent] | Iterable[bytes]) -> list[OutputEvent]:
+    def pipe(
+        self, source: SessionScript | Iterable[InputEvent] | Iterable[bytes]
+    ) -> list[OutputEvent]:
         """Process input (a script, validated events or raw records); returns the new outputs."""
         items: Iterable[InputEvent | bytes] = (
             source.lines() if isinstance(source, SessionScript) else source

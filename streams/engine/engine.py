@@ -78,7 +78,9 @@ class Engine:
     Outputs come in the order they must be produced (a decision last).
     """
 
-    def __init__(self, settings: EngineSettings | None = None, *, track_changes: bool = False) -> None:
+    def __init__(
+        self, settings: EngineSettings | None = None, *, track_changes: bool = False
+    ) -> None:
         self.settings = settings or EngineSettings()
         self.sessions: dict[SessionKey, SessionState] = {}
         self.stats = EngineStats()

@@ -108,7 +108,13 @@ def _span(span: SpanState) -> bytes:
             span.poisoned,
             None
             if bound is None
-            else [bound.score_id, bound.score, bound.query_sha256, bound.text_sha256, bound.bound_seq],
+            else [
+                bound.score_id,
+                bound.score,
+                bound.query_sha256,
+                bound.text_sha256,
+                bound.bound_seq,
+            ],
             [list(h) for h in span.holds],
             [[m.key, m.type, m.surface] for m in span.mentions],
         ]
@@ -116,8 +122,19 @@ def _span(span: SpanState) -> bytes:
 
 
 def _load_span(span_id: str, raw: list[Any]) -> SpanState:
-    (text_hash, tokens, position, arrival, added_seq, parents, stale, poisoned, bound, holds,
-     mentions) = raw
+    (
+        text_hash,
+        tokens,
+        position,
+        arrival,
+        added_seq,
+        parents,
+        stale,
+        poisoned,
+        bound,
+        holds,
+        mentions,
+    ) = raw
     return SpanState(
         span_id=span_id,
         text_sha256=text_hash,

@@ -1,4 +1,6 @@
-"""Regenerate the example traces: ``python examples/build_examples.py``.
+"""Hand-written agent sessions: the example traces, and the demo fleet built from them.
+
+Regenerate the examples with ``python -m streams.sim.scenarios``.
 
 * ``healthy.jsonl``: a support-triage session whose compactions declare what
   they change, invalidate the scores they break and are re-scored before the
@@ -10,11 +12,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from streams.engine.trace import SessionScript
+from streams.engine.trace import SessionScript, interleave
 
-HERE = Path(__file__).parent
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 TURNS = [
     ("u1", "user", "Hi, I was charged twice for order 55012 last week."),
@@ -36,8 +39,9 @@ TURNS = [
 ]
 
 
-def healthy() -> SessionScript:
-    s = SessionScript("sess-healthy-01", tenant="acme")
+def healthy(session_id: str = "sess-healthy-01", tenant: str = "acme") -> SessionScript:
+    """A well-behaved support-triage session (no warning or critical fault)."""
+    s = SessionScript(session_id, tenant=tenant)
     for span_id, role, text in TURNS:
         s.add(span_id, text, role=role)
     s.score(
@@ -79,8 +83,9 @@ def healthy() -> SessionScript:
     return s
 
 
-def broken() -> SessionScript:
-    s = SessionScript("sess-broken-07", tenant="acme")
+def broken(session_id: str = "sess-broken-07", tenant: str = "acme") -> SessionScript:
+    """The failure modes of both seeds in one session."""
+    s = SessionScript(session_id, tenant=tenant)
     for span_id, role, text in TURNS:
         s.add(span_id, text, role=role)
     s.score(*[(sid, 0.4) for sid, _, _ in TURNS], no_hash=["a3"])  # SCORE_PROVENANCE_GAP
@@ -155,10 +160,21 @@ def broken() -> SessionScript:
     return s
 
 
+def demo_fleet(sessions: int, tenants: int = 3, broken_every: int = 4) -> list[bytes]:
+    """``sessions`` sessions over ``tenants`` tenants, every ``broken_every``-th one
+    broken, interleaved round-robin as a fleet's events would arrive."""
+    scripts = []
+    for i in range(sessions):
+        make: Callable[[str, str], SessionScript] = broken if i % broken_every == 0 else healthy
+        kind = "broken" if make is broken else "healthy"
+        scripts.append(make(f"sess-{kind}-{i:04d}", f"tenant-{i % tenants}"))
+    return interleave(scripts)
+
+
 def main() -> None:
-    """Write both example traces next to this file."""
+    """Write both example traces into ``examples/``."""
     for name, script in (("healthy", healthy()), ("broken", broken())):
-        (HERE / f"{name}.jsonl").write_bytes(b"\n".join(script.lines()) + b"\n")
+        (EXAMPLES / f"{name}.jsonl").write_bytes(b"\n".join(script.lines()) + b"\n")
         print(f"wrote examples/{name}.jsonl ({len(script.raw)} events)")
 
 

@@ -27,6 +27,7 @@ from schemas.inputs import (
 )
 from schemas.outputs import (
     DEFAULT_SEVERITY,
+    ID_FIELD,
     TOPIC_OF,
     Action,
     AlertWindow,
@@ -68,6 +69,7 @@ CONTRACT_ADAPTER: TypeAdapter[ContractEvent] = TypeAdapter(ContractEvent)
 __all__ = [
     "CONTRACT_ADAPTER",
     "DEFAULT_SEVERITY",
+    "ID_FIELD",
     "INPUT_ADAPTER",
     "INPUT_TYPES",
     "OUTPUT_ADAPTER",

@@ -253,6 +253,16 @@ OutputEvent = Annotated[
 ]
 """Every output event, chosen by ``type``."""
 
+ID_FIELD: dict[str, str] = {
+    "integrity.fault": "fault_id",
+    "span.pinned": "pin_id",
+    "scores.recompute_requested": "recompute_id",
+    "eviction.decided": "decision_id",
+    "fleet.alert": "alert_id",
+    "event.rejected": "rejection_id",
+}
+"""Output ``type`` -> the name of its own id field."""
+
 TOPIC_OF: dict[str, str] = {
     "integrity.fault": "faults",
     "span.pinned": "pins",

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         gt=0,
         description="Kafka consumer session timeout (s): how fast a dead worker is noticed",
     )
+    ack_journal: Path | None = Field(
+        None, description="append every output's broker ack (topic, partition, offset, time) here"
+    )
     standby_replicas: int = Field(1, ge=0, description="standby table replicas per partition")
     broker_credentials: dict[str, str] | None = Field(
         None,

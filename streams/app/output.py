@@ -9,12 +9,16 @@ worker's Kafka transaction.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
+import orjson
+
+from schemas import ID_FIELD, TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
 from streams.codec import encode_output
 
 
@@ -40,13 +44,19 @@ class Sender(Protocol):
 Journal = Callable[[Ack], None]
 
 
+def file_journal(path: Path) -> Journal:
+    """A journal that appends one JSON line per ack to ``path`` (for verification)."""
+    handle = path.open("ab", buffering=0)
+
+    def record(ack: Ack) -> None:
+        handle.write(orjson.dumps(dataclasses.asdict(ack)) + b"\n")
+
+    return record
+
+
 def output_id(event: OutputEvent) -> str:
     """The output's own id (``fault_id``, ``pin_id``, ...)."""
-    for name in ("fault_id", "pin_id", "recompute_id", "decision_id", "alert_id", "rejection_id"):
-        value = getattr(event, name, None)
-        if isinstance(value, str):
-            return value
-    raise ValueError(f"output without an id: {event.type}")
+    return str(getattr(event, ID_FIELD[event.type]))
 
 
 class OutputProducer:

@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 
-from streams.app.output import Journal, OutputProducer
+from streams.app.output import Journal, OutputProducer, file_journal
 from streams.app.processor import Processor
 from streams.client.kafka_io import OUTPUT_SUFFIXES
 from streams.engine.engine import Engine
@@ -98,6 +98,8 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
         partitions=settings.partitions,
         help="spanguard session state: one record per header, span, gone span, dedup slot",
     )
+    if journal is None and settings.ack_journal is not None:
+        journal = file_journal(settings.ack_journal)
     engine = Engine(settings.engine_settings(), track_changes=True)
     processor = Processor(engine, OutputProducer(outputs, journal), table)
     topology = Topology(settings, app, events, outputs, table, processor)

@@ -75,6 +75,37 @@ class OutputRecord:
     value: bytes
 
 
+class OutputReader:
+    """Reads output topics from the beginning (read-committed), batch by batch."""
+
+    def __init__(self, bootstrap: str, topics: Sequence[str]) -> None:
+        self._consumer = AIOKafkaConsumer(
+            *topics,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            metadata_max_age_ms=2000,
+        )
+
+    async def __aenter__(self) -> OutputReader:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def poll(self, timeout_ms: int = 200) -> list[OutputRecord]:
+        """The records that arrived within ``timeout_ms`` (possibly none)."""
+        batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=5000)
+        return [
+            OutputRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.value or b"")
+            for tp, records in sorted(batch.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+            for r in records
+        ]
+
+
 async def read_outputs(
     bootstrap: str,
     topics: Sequence[str],
@@ -83,25 +114,11 @@ async def read_outputs(
 ) -> AsyncIterator[OutputRecord]:
     """Yield every record of ``topics`` from the beginning; stop after ``idle_seconds``
     without a new record (never, with ``follow``)."""
-    consumer = AIOKafkaConsumer(
-        *topics,
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        metadata_max_age_ms=2000,
-    )
-    await consumer.start()
-    try:
+    async with OutputReader(bootstrap, topics) as reader:
         last = time.monotonic()
         while follow or time.monotonic() - last < idle_seconds:
-            batch = await consumer.getmany(timeout_ms=200, max_records=5000)
-            for tp, records in sorted(batch.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
-                for record in records:
-                    last = time.monotonic()
-                    yield OutputRecord(
-                        tp.topic, tp.partition, record.offset, record.timestamp, record.value or b""
-                    )
-    finally:
-        await consumer.stop()
+            records = await reader.poll()
+            if records:
+                last = time.monotonic()
+            for record in records:
+                yield record

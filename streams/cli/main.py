@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from streams.cli.demo import demo
 from streams.cli.kafka_cli import consume, produce, worker
 from streams.cli.kafka_cmd import kafka_app
 from streams.cli.replay import replay
@@ -19,6 +20,7 @@ app.command()(replay)
 app.command()(worker)
 app.command()(produce)
 app.command()(consume)
+app.command()(demo)
 app.add_typer(kafka_app, name="kafka", help="Run the project's local Kafka broker (KRaft).")
 
 if __name__ == "__main__":

@@ -70,17 +70,20 @@ def demo(
     log_path.parent.mkdir(exist_ok=True)
     log = log_path.open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli.main", "worker"], env=env, stdout=log,
+        [sys.executable, "-m", "streams.cli.main", "worker"],
+        env=env,
+        stdout=log,
         stderr=subprocess.STDOUT,
     )
     console.print(f"worker pid {worker.pid}, log {log_path}")
     console.print(
-        f"dashboard and API: http://{settings.web_host}:{settings.web_port}/  "
-        f"(metrics at /metrics)"
+        f"dashboard and API: http://{settings.web_host}:{settings.web_port}/  (metrics at /metrics)"
     )
     lines = demo_fleet(sessions)
-    console.print(f"publishing {len(lines)} events of {sessions} sessions at {rate:g}/s to "
-                  f"{settings.topic('events')}; Ctrl-C to stop")
+    console.print(
+        f"publishing {len(lines)} events of {sessions} sessions at {rate:g}/s to "
+        f"{settings.topic('events')}; Ctrl-C to stop"
+    )
 
     async def run() -> None:
         topics = [settings.topic(s) for s in OUTPUT_SUFFIXES]

@@ -34,7 +34,11 @@ def test_defaults_without_configuration(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("partitions = 0\n", "partitions"), ("nonsense = 1\n", "nonsense"), ("poisoned = 'burn'\n", "poisoned")],
+    [
+        ("partitions = 0\n", "partitions"),
+        ("nonsense = 1\n", "nonsense"),
+        ("poisoned = 'burn'\n", "poisoned"),
+    ],
 )
 def test_invalid_settings_are_clear_errors(tmp_path: Path, text: str, problem: str) -> None:
     config = tmp_path / "bad.toml"

@@ -35,10 +35,13 @@ class Ack:
     sent_ns: int
 
 
-class Sender(Protocol):
-    """What the producer needs from a topic: Faust's ``Topic.send``."""
+class Send(Protocol):
+    """Sends one record to an output topic on behalf of an input partition and
+    returns the future of its acknowledgement (RecordMetadata)."""
 
-    async def send(self, *, key: bytes | None, value: bytes) -> Awaitable[Any]: ...
+    async def __call__(
+        self, suffix: str, key: bytes | None, value: bytes, source_partition: int
+    ) -> Awaitable[Any]: ...
 
 
 Journal = Callable[[Ack], None]
@@ -62,14 +65,14 @@ def output_id(event: OutputEvent) -> str:
 class OutputProducer:
     """Sends outputs to their topics; a decision only after its causes are acked."""
 
-    def __init__(self, topics: dict[str, Sender], journal: Journal | None = None) -> None:
-        self._topics = topics
+    def __init__(self, send: Send, journal: Journal | None = None) -> None:
+        self._send_record = send
         self._journal = journal
 
-    async def _send(self, event: OutputEvent) -> tuple[Awaitable[Any], int]:
+    async def _send(self, event: OutputEvent, partition: int) -> tuple[Awaitable[Any], int]:
         key = None if isinstance(event, EventRejected) else event.session_id.encode("utf-8")
         sent_ns = time.monotonic_ns()
-        future = await self._topics[TOPIC_OF[event.type]].send(key=key, value=encode_output(event))
+        future = await self._send_record(TOPIC_OF[event.type], key, encode_output(event), partition)
         return future, sent_ns
 
     async def _settle(self, sent: Sequence[tuple[OutputEvent, Awaitable[Any], int]]) -> None:
@@ -90,13 +93,13 @@ class OutputProducer:
                 )
             )
 
-    async def emit(self, outputs: Sequence[OutputEvent]) -> None:
+    async def emit(self, outputs: Sequence[OutputEvent], source_partition: int) -> None:
         """Send ``outputs`` (in the engine's order) and wait for every ack."""
         if not outputs:
             return
         causes = [o for o in outputs if not isinstance(o, EvictionDecided)]
         decisions = [o for o in outputs if isinstance(o, EvictionDecided)]
-        sent = [(o, *await self._send(o)) for o in causes]
+        sent = [(o, *await self._send(o, source_partition)) for o in causes]
         await self._settle(sent)
         for decision in decisions:
-            await self._settle([(decision, *await self._send(decision))])
+            await self._settle([(decision, *await self._send(decision, source_partition))])

@@ -31,7 +31,7 @@ class Processor:
         """Process one input record; returns the number of outputs produced."""
         received = datetime.fromtimestamp(timestamp, UTC) if timestamp else None
         outputs = self.engine.process_raw(value or b"", Source(topic, partition, offset, received))
-        await self.producer.emit(outputs)
+        await self.producer.emit(outputs, partition)
         table = self.table
         for key, record in self.engine.drain_changes():
             if record is not None:

@@ -101,7 +101,27 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
     if journal is None and settings.ack_journal is not None:
         journal = file_journal(settings.ack_journal)
     engine = Engine(settings.engine_settings(), track_changes=True)
-    processor = Processor(engine, OutputProducer(outputs, journal), table)
+    exactly_once = settings.processing_guarantee == "exactly_once"
+
+    async def send(suffix: str, key: bytes | None, value: bytes, source_partition: int) -> Any:
+        if not exactly_once:
+            return await outputs[suffix].send(key=key, value=value)
+        # Faust only routes a send into a transaction when the target topic is one
+        # it consumes; outputs go into the transaction of the input partition that
+        # caused them, so they commit (or abort) with its offset and changelog.
+        group = app.assignor.group_for_topic(events.get_topic_name())
+        transactional_id = f"{app.conf.id}-{group}-{source_partition}"
+        return await app.producer.send(
+            settings.topic(suffix),
+            key,
+            value,
+            None,
+            None,
+            None,
+            transactional_id=transactional_id,
+        )
+
+    processor = Processor(engine, OutputProducer(send, journal), table)
     topology = Topology(settings, app, events, outputs, table, processor)
 
     @table.on_recover

@@ -63,7 +63,8 @@ class EngineStats:
     cycles_closed: int = 0
     cycles_healthy: int = 0
     sessions_closed: int = 0
-    closed_sessions: set[SessionKey] = field(default_factory=set)
+    closed_sessions: dict[SessionKey, int] = field(default_factory=dict)
+    """Closed sessions and the highest ``seq`` they had accepted."""
 
 
 class Engine:
@@ -113,7 +114,7 @@ class Engine:
         how many sessions were loaded."""
         sessions, closed = load_sessions(records, drop_poisoned=self.settings.poisoned == "drop")
         self.sessions.update(sessions)
-        self.stats.closed_sessions |= closed
+        self.stats.closed_sessions.update(closed)
         return len(sessions)
 
     def forget(self, keys: Iterable[SessionKey]) -> None:
@@ -156,7 +157,13 @@ class Engine:
         key = (event.tenant, event.session_id)
         self._last_ts = event.ts
         identity = Identity(event.tenant, event.session_id, event.event_id, event.seq)
-        if key in self.stats.closed_sessions:
+        closed_at = self.stats.closed_sessions.get(key)
+        if closed_at is not None and event.seq <= closed_at:
+            # Re-delivered after a restart (at-least-once): it was processed before
+            # the close, so it is a duplicate, not a new event.
+            self.stats.duplicates += 1
+            return []
+        if closed_at is not None:
             return [
                 self._reject(
                     raw,
@@ -216,7 +223,7 @@ class Engine:
             self._touched.discard(key)
             if self._track:
                 self._pending.extend(dump_closed(session, self.settings.dedup_window))
-            self.stats.closed_sessions.add(key)
+            self.stats.closed_sessions[key] = session.last_seq or 0
             self.stats.sessions_closed += 1
         return emission.outputs
 

@@ -7,7 +7,7 @@ and one slot of the duplicate-window ring. Keys are JSON arrays
 ``[tenant, session_id, kind, name]``, so no separator can collide with an id.
 
 Kinds: ``h`` header, ``s`` live span, ``g`` gone span, ``d`` duplicate-window
-slot, ``x`` closed-session marker. A value of ``None`` deletes the record.
+slot, ``x`` closed-session marker (its value: the last ``seq`` accepted). A value of ``None`` deletes the record.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def dump_closed(session: SessionState, dedup_window: int) -> Iterator[Record]:
         yield record_key(tenant, sid, "g", span_id), None
     for slot in range(min(session.remembered, dedup_window)):
         yield record_key(tenant, sid, "d", str(slot)), None
-    yield record_key(tenant, sid, "x"), b"1"
+    yield record_key(tenant, sid, "x"), orjson.dumps(session.last_seq or 0)
 
 
 def _header(session: SessionState) -> bytes:
@@ -153,14 +153,15 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
 
 def load_sessions(
     records: Iterable[tuple[bytes, bytes]], drop_poisoned: bool
-) -> tuple[dict[tuple[str, str], SessionState], set[tuple[str, str]]]:
-    """Rebuild sessions (and the set of closed ones) from their records, in any order."""
+) -> tuple[dict[tuple[str, str], SessionState], dict[tuple[str, str], int]]:
+    """Rebuild sessions (and the closed ones with their last ``seq``) from their
+    records, in any order."""
     grouped: dict[tuple[str, str], list[tuple[str, str, bytes]]] = defaultdict(list)
-    closed: set[tuple[str, str]] = set()
+    closed: dict[tuple[str, str], int] = {}
     for key, value in records:
         tenant, sid, kind, name = orjson.loads(key)
         if kind == "x":
-            closed.add((tenant, sid))
+            closed[(tenant, sid)] = orjson.loads(value)
         else:
             grouped[(tenant, sid)].append((kind, name, value))
     sessions: dict[tuple[str, str], SessionState] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +116,18 @@ def test_changes_are_proportional_to_what_changed() -> None:
 def test_restore_at_any_point_gives_same_output(script_actions: list, cut: int) -> None:  # type: ignore[type-arg]
     lines = build(script_actions).lines()
     assert run_split(lines, min(cut, len(lines))) == run_whole(lines)
+
+
+def test_redelivered_events_of_a_closed_session_are_duplicates() -> None:
+    # At-least-once: after a crash the input is re-read from the last committed
+    # offset, which can be before the session's close. Those events were processed:
+    # they are duplicates, not new events of a closed session.
+    s = SessionScript()
+    s.add("a")
+    s.evict(["a"])
+    s.close()
+    lines = s.lines()
+    s.add("late")
+    out = run_split([*lines, *lines, s.lines()[-1]], len(lines))
+    reasons = [orjson.loads(o).get("reason") for o in out if b"event.rejected" in o]
+    assert reasons == ["SESSION_CLOSED"]

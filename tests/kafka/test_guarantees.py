@@ -1,0 +1,143 @@
+"""Exactly-once under a crash, and changelog bytes per event at two session sizes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.engine.trace import SessionScript
+from tests.kafka.test_worker import identities, replay_outputs, scenario_traces
+from tests.kafka.worker_process import Pipeline, has_ids
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+
+
+@pytest.fixture
+def pipeline(kafka_bootstrap: str, tmp_path: Path, unique_name) -> Iterator[Pipeline]:  # type: ignore[no-untyped-def]
+    pipe = Pipeline(kafka_bootstrap, unique_name("sg"), tmp_path)
+    try:
+        yield pipe
+    finally:
+        pipe.stop_all()
+
+
+def test_exactly_once_leaves_no_duplicate_after_a_kill(pipeline: Pipeline) -> None:
+    pipeline.settings["SPANGUARD_PROCESSING_GUARANTEE"] = "exactly_once"
+    lines = scenario_traces()
+    half = len(lines) // 2
+    expected = replay_outputs(lines)
+    first_ids = set(identities(replay_outputs(lines[:half])))
+    first = pipeline.start_worker("first")
+    first.wait_ready()
+    pipeline.produce(lines[:half])
+    pipeline.read_until(has_ids(first_ids), idle=0.5)
+    pipeline.produce(lines[half:])
+    # Kill while the second half is being processed: some of its outputs are out.
+    pipeline.read_until(lambda seen: len(set(identities(seen)) - first_ids) >= 5, idle=0)
+    first.kill()
+    second = pipeline.start_worker("second")
+    second.wait_ready()
+    got = pipeline.read_until(has_ids(set(identities(expected))), timeout=180)
+    counts = identities(got)
+    duplicates = {k: n for k, n in counts.items() if n > 1}
+    assert set(counts) == set(identities(expected))
+    assert duplicates == {}, f"{len(duplicates)} outputs seen more than once"
+
+
+def changelog_bytes(bootstrap: str, topic: str, since: dict[int, int]) -> Counter[str]:
+    """Bytes (key + value) written to the changelog per session since ``since`` offsets."""
+
+    async def run() -> Counter[str]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in since]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            for tp in tps:
+                consumer.seek(tp, since[tp.partition])
+            totals: Counter[str] = Counter()
+
+            async def behind() -> bool:
+                return any([await consumer.position(tp) < ends[tp] for tp in tps])
+
+            while await behind():
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    for r in records:
+                        session = orjson.loads(r.key)[1]
+                        totals[session] += len(r.key or b"") + len(r.value or b"")
+            return totals
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    async def run() -> dict[int, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+        await consumer.start()
+        try:
+            parts = consumer.partitions_for_topic(topic) or set()
+            while not parts:
+                await consumer._client.force_metadata_update()  # noqa: SLF001 - no public call
+                parts = consumer.partitions_for_topic(topic) or set()
+            ends = await consumer.end_offsets([TopicPartition(topic, p) for p in parts])
+            return {tp.partition: off for tp, off in ends.items()}
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def test_changelog_bytes_per_event_do_not_grow_with_session_size(pipeline: Pipeline) -> None:
+    sizes = {"small": 100, "large": 10_000}
+    scripts = {name: SessionScript(f"cost-{name}") for name in sizes}
+    for name, size in sizes.items():
+        s = scripts[name]
+        for i in range(size):
+            s.add(f"a{i}", f"turn {i} about order {10000 + i}")
+        s.score(*[(f"a{i}", 0.5) for i in range(0, size, max(1, size // 50))])
+        s.evict(["a0"])
+    worker = pipeline.start_worker("cost")
+    worker.wait_ready()
+    pipeline.produce([line for s in scripts.values() for line in s.lines()])
+    warm = set(identities(replay_outputs([line for s in scripts.values() for line in s.lines()])))
+    pipeline.read_until(has_ids(warm), timeout=300, idle=0.5)
+
+    changelog = f"{pipeline.prefix}-app-state-changelog"
+    before = end_offsets(pipeline.bootstrap, changelog)
+    steps = 40
+    marks = {}
+    for s in scripts.values():
+        marks[s.session_id] = len(s.raw)
+        for i in range(steps):
+            s.add(f"new{i}", f"new turn {i}")
+            s.score((f"new{i}", 0.7))
+        s.evict(["a1"])
+    tail = [line for s in scripts.values() for line in s.lines()[marks[s.session_id] :]]
+    pipeline.produce(tail)
+    everything = [line for s in scripts.values() for line in s.lines()]
+    pipeline.read_until(has_ids(set(identities(replay_outputs(everything)))), timeout=300, idle=1)
+    written = changelog_bytes(pipeline.bootstrap, changelog, before)
+    events = 2 * steps + 1
+    per_event = {name: written[f"cost-{name}"] / events for name in sizes}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "changelog_cost.json").write_bytes(
+        orjson.dumps(
+            {"bytes_per_event": per_event, "events": events, "spans": sizes},
+            option=orjson.OPT_INDENT_2,
+        )
+    )
+    print(f"changelog bytes per input event: {per_event}")
+    assert per_event["small"] > 0
+    assert per_event["large"] / per_event["small"] < 1.5

@@ -4,32 +4,34 @@ This module is the reference implementation of the "Referents" section of the
 wire contract (``CONTRACT.md``). The service runs it on every span that carries
 text, and clients may run the very same code, so its output is part of the
 contract: the same text and the same ``known_types`` always give the same
-:class:`Extraction`, on every platform and Python version we support.
+:class:`Extraction`.
 
 Design, and why:
 
-* **One scan, no per-word Python.** A single compiled regex visits the text
-  once and only stops (into Python) on *candidates*: inline code, URLs,
-  Windows paths, date/time stamps, and runs of identifier characters that hold
-  a digit, ``@``, ``/`` or ``\\``. Plain words never reach Python; the word
-  before a candidate (its type) is read backwards from a reversed copy of the
-  text, so each look-back is bounded and local. Anaphors are found by a second
-  regex over determiners, which only runs when ``known_types`` is non-empty.
-  Every quantifier that can run long is possessive, bounded, or guaranteed to
-  consume what it scans, so time is linear in the text length, even for
-  adversarial input (one 100 KB word, 100 KB of digits or punctuation).
-* **Pure and total.** Standard library only, no I/O, no global state beyond
-  the compiled patterns. Any ``str`` (empty, control characters, lone
-  surrogates, huge) is accepted; nothing raises.
+* **Plain words never reach Python.** A trigger regex that starts with a plain
+  character class (so sre skips letters and spaces in its fast loop) stops
+  only where a candidate can be: a digit next to a letter, four digits, ``@``,
+  a slash, a backtick, ``://``, a drive letter, ``www.``. From there the scan
+  backs up to the start of that run of identifier characters and classifies
+  it. The word before a candidate (its type) is read by matching forwards on
+  a reversed copy of the text, so each look-back is bounded and local.
+  Anaphors come from a second regex over determiners that captures the three
+  words after each one; it runs only when ``known_types`` is non-empty.
+* **Linear time, adversarial input included.** Every quantifier that can run
+  long is possessive or bounded, each run of identifier characters is walked
+  a bounded number of times, and look-backs and phrase windows are capped.
+* **Pure and total.** Standard library only, no I/O, no state beyond the
+  compiled patterns. Any ``str`` (empty, control characters, lone surrogates,
+  huge) is accepted; nothing raises.
 * **Exact offsets.** For every identifier ``text[start:start + len(surface)]
-  == surface`` and ``key == surface.casefold()``; for every anaphor the same
-  offset guarantee holds for its surface.
+  == surface`` and ``key == surface.casefold()``; every anaphor's surface also
+  sits at its ``start``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container
+from collections.abc import Container
 from dataclasses import dataclass
 
 __all__ = [
@@ -64,7 +66,7 @@ class Identifier:
 class Anaphor:
     """A definite reference to an entity introduced by another span (``that account``).
 
-    ``type`` is spelled exactly as it appears in the ``known_types`` passed to
+    ``type`` is spelled exactly as it is in the ``known_types`` passed to
     :func:`extract` (``those accounts`` with ``account`` known -> ``account``),
     so it can be looked up directly. ``surface`` runs from the determiner to
     the end of the type word and sits at ``start`` in the analysed text.
@@ -79,19 +81,15 @@ class Anaphor:
 class Extraction:
     """Everything :func:`extract` found, each tuple in text order (ascending ``start``).
 
-    A key may occur several times in ``identifiers`` (each occurrence is kept,
-    so callers can tell "introduced" from "repeated" by position).
+    A key may occur several times in ``identifiers``: every occurrence is kept.
     """
 
     identifiers: tuple[Identifier, ...]
     anaphors: tuple[Anaphor, ...]
 
 
-# A noun that typed an identifier: (lower-cased word, its start offset).
+# A noun that typed an identifier: (lower-cased word, its start offset), or None.
 _Typed = tuple[str, int] | None
-# The callbacks extract() hands to _classify_atom: look up a type, record an identifier.
-_TypeOf = Callable[[int], _Typed]
-_Add = Callable[[str, int, str, _Typed], None]
 
 DETERMINERS: frozenset[str] = frozenset({"this", "that", "these", "those", "the", "said", "same"})
 """Words that open a definite reference (an anaphor) when a known type follows them."""
@@ -108,7 +106,10 @@ _MONTHS = (
     "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april "
     "june july august september october november december"
 )
-_WEEKDAYS = "mon tue tues wed thu thur thurs fri sat sun monday tuesday wednesday thursday friday"
+_WEEKDAYS = (
+    "mon tue tues wed thu thur thurs fri sat sun "
+    "monday tuesday wednesday thursday friday saturday sunday"
+)
 
 STOP_WORDS: frozenset[str] = frozenset(
     (
@@ -127,36 +128,44 @@ STOP_WORDS: frozenset[str] = frozenset(
         "always still yes okay please see use used using like plus minus times "
         # Quantity and time words: they precede plain counts and years ("over
         # 5000", "since 2024", "year 2024", "top 1000"), which are not identifiers.
-        "approx approximately roughly nearly almost circa around total totally top first "
-        "last next past previous prior early late mid end ending start starting beginning "
-        "year years month months week weeks day days hour hours minute minutes second "
-        "seconds today tomorrow yesterday tonight ago "
-        + _MONTHS
-        + " "
-        + _WEEKDAYS
-        + " saturday sunday"
+        "approx approximately roughly nearly almost circa total top first last next past "
+        "previous prior early late mid end ending start starting beginning year years "
+        "month months week weeks day days hour hours minute minutes second seconds today "
+        "tomorrow yesterday tonight ago " + _MONTHS + " " + _WEEKDAYS
     ).split()
 )
 """Words that are never a type. Lower-case; matched after ``str.lower``.
 
-It contains :data:`DETERMINERS`, common English function words, and words
-that precede counts, years and dates (month and weekday names, ``since``,
+It holds :data:`DETERMINERS`, common English function words, and words that
+precede counts, years and dates (month and weekday names, ``since``,
 ``year``, ``over``...), so that ``since 2024`` or ``Nov 2026`` does not turn a
 year into an identifier.
 """
 
 # --- character classes -------------------------------------------------------
-# An "atom" is a maximal run of identifier characters. Words, codes, e-mails and
-# paths are all atoms; everything else (spaces, commas, quotes, colons,
-# brackets...) separates them. The same class is used forwards (scan) and
-# backwards (look-back), so both directions agree on where a word starts.
+# An "atom" is a maximal run of identifier characters. Words, codes, e-mails
+# and paths are all atoms; everything else (spaces, commas, quotes, colons,
+# brackets...) separates them. The same class is used forwards and backwards,
+# so both directions agree on where a word starts.
 _ATOM = r"[\w.\-+@~/\\]"
-# What may stand between a type noun and its identifier: spaces, "#" and "No:"
+_LETTER = r"[^\W\d_]"
+# Unicode white space (str.isspace) except "\n", spelled out so that a gap can
+# allow at most one line break: a blank line separates a noun from what follows.
+_BLANK = "\t\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _gap(extra: str) -> str:
+    """A bounded, possessive gap of blanks and ``extra`` holding at most one line break."""
+    chars = "[" + _BLANK + extra + "]"
+    return chars + "{0,64}+(?:\n" + chars + "{0,64}+)?+"
+
+
+# What may stand between a type noun and its identifier: blanks, "#" and "No:"
 # style punctuation, opening brackets and quotes, markdown emphasis.
-_TYPE_GAP = r"[\s#:=(\[{<\"'*“”‘’«»„№]"
-# What may stand between the words of an anaphor phrase: spaces, quotes, emphasis.
-_WORD_GAP = r"[\s\"'*“”‘’«»„]"
-# Stripped from both ends of an atom before classification ("8841-C." -> "8841-C").
+_TYPE_GAP = _gap("#:=(\\[{<\"'*“”\u2018\u2019«»„№")
+# What may stand between the words of an anaphor phrase: blanks, quotes, emphasis.
+_WORD_GAP = _gap("\"'*“”\u2018\u2019«»„")
+# Stripped from the end of an atom before classification ("8841-C." -> "8841-C").
 _STRIP = ".-+@~_/\\"
 # Trailing characters stripped from a URL (sentence punctuation around a link).
 _URL_TRAIL = ".,;:!?)]}*'\""
@@ -164,42 +173,78 @@ _URL_TRAIL = ".,;:!?)]}*'\""
 # Length caps. Beyond them a token is a blob (base64, minified data), not a
 # referent; the caps also bound the work of every per-token regex.
 _MAX_LONG = 2048  # URLs, paths, e-mails
-_MAX_SHORT = 256  # codes, numbers, inline code content, look-back windows
+_MAX_SHORT = 256  # codes and numbers
 _MAX_FILLERS = 3  # "order ref no. 55012": enough for real text, and bounded
 
+# --- what is not an identifier ------------------------------------------------
 _MONTH_RE = (
     r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
 )
-# Units that make a number a quantity at any size ("1500ms", "3x", "1990s")...
-_UNITS_ANY = (
-    r"ms|us|µs|μs|ns|sec|secs|min|mins|hr|hrs|yr|yrs|mo|mos|wk|wks|day|days"
-    r"|kb|mb|gb|tb|pb|kib|mib|gib|tib|pib|kbps|mbps|gbps|kbit|mbit|gbit"
-    r"|hz|khz|mhz|ghz|px|pt|em|rem|vh|vw|dpi|ppi|fps|rpm|rps|qps|tps|ops"
-    r"|km|cm|mm|nm|kg|mg|lb|lbs|oz|ft|ml|kw|kwh|mwh|wh|mah|pct|bn|mn"
-    r"|usd|eur|gbp|jpy|chf|cny|tok|toks|s|x"
+
+
+def _alternation(words: str) -> str:
+    """A regex alternation of ``words`` as a trie, so sre tests one letter per level.
+
+    A flat ``a|b|c...`` of eighty units costs a compare per unit at each try.
+    """
+    trie: _Trie = {}
+    for word in words.split():
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # the word may end here
+
+    def emit(node: _Trie) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        ends_here = "" in node
+        if len(branches) == 1 and not ends_here:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")" + ("?" if ends_here else "")
+
+    return emit(trie)
+
+
+_Trie = dict[str, "_Trie"]
+
+# Units that make a number a quantity at any size ("1500ms", "1000x", "1990s")...
+_UNITS_ANY = _alternation(
+    "ms us µs μs ns sec secs min mins hr hrs yr yrs mo mos wk wks day days "
+    "kb mb gb tb pb kib mib gib tib pib kbps mbps gbps kbit mbit gbit "
+    "hz khz mhz ghz px pt em rem vh vw dpi ppi fps rpm rps qps tps ops "
+    "km cm mm nm kg mg lb lbs oz ft ml kw kwh mwh wh mah pct bn mn "
+    "usd eur gbp jpy chf cny tok toks s x"
 )
 # ...and single letters that only do so after a small number ("10k", "2h",
-# "5G"), because "8841C" or "1234B" is far more likely a code than 8841 °C.
+# "5G"), because "8841C" or "1234B" is far more likely a code than a quantity.
 _UNITS_SMALL = r"[kmbhdwygpt]"
 
-# Mixed letter/digit tokens that are dates, times, ordinals or quantities.
+# Tokens that mix letters and digits but are dates, times, ordinals or quantities.
+# Digit runs are possessive: the units are tried once per run, not at every split.
 _NOT_IDENTIFIER = re.compile(
-    r"\d+(?:st|nd|rd|th)"  # ordinals: 1st, 22nd
-    r"|\d{1,2}(?:[:.]\d{2})?(?:am|pm|a\.m|p\.m)|\d{1,2}h\d{2}"  # times: 3pm, 10.30am, 10h30
-    r"|(?:\d+(?:[.,]\d+)?-)?"  # an optional range start: 2-3x
-    r"(?:\d+(?:[.,]\d+)?(?:" + _UNITS_ANY + r")|\d{1,3}(?:[.,]\d+)?" + _UNITS_SMALL + r")++\d*"
-    r"|\d+(?:\.\d+)?e-?\d+"  # scientific notation: 1e6, 2.5e-3
-    r"|[1-9]\d*x\d+(?:x\d+)?"  # dimensions: 1920x1080
-    r"|(?:\d{1,4}[-./]?)?(?:" + _MONTH_RE + r")(?:[-./]?\d{1,4})?"  # 30Nov2026, Nov-30
+    r"\d++(?:st|nd|rd|th)"  # ordinals: 1st, 22nd
+    r"|\d{1,2}+(?:[:.]\d{2})?(?:am|pm|a\.m|p\.m)|\d{1,2}+h\d{2}"  # times: 3pm, 10.30am, 10h30
+    r"|\d{1,2}+(?:[.,]\d++)?z"  # UTC seconds split off at ":" (the "00Z" of 10:30:00Z)
+    r"|(?:\d++(?:[.,]\d++)?+-)?+"  # an optional range start: 2-3x
+    r"(?:\d++(?:[.,]\d++)?+(?:" + _UNITS_ANY + r")"
+    r"|\d{1,3}+(?:[.,]\d++)?+" + _UNITS_SMALL + r")++(?:(?<=[hm])\d{1,2}+)?"  # 1h30
+    r"|\d++(?:\.\d++)?+e-?\d++"  # scientific notation: 1e6, 2.5e-3
+    r"|[1-9]\d*+x\d++(?:x\d++)?"  # dimensions: 1920x1080
+    r"|(?:\d{1,4}+[-./]?+)?+(?:" + _MONTH_RE + r")(?:[-./]?\d{1,4})?"  # 30Nov2026, Nov-30
     r"|(?:q[1-4]|h[12]|fy|cy)[-/]?\d{2,4}|\d{4}[-/]?(?:q[1-4]|h[12])|\d{4}-?w\d{1,2}",  # Q3-2026
     re.IGNORECASE,
 )
-# All-digit dates; the stamp pattern below catches the ISO form first.
-_DATE = re.compile(
-    r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.](?:\d{4}|\d{2})",
+# All-digit dates (the ISO form with "-" is caught earlier, as a stamp).
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.](?:\d{4}|\d{2})")
+_DATETIME = (
+    r"\d{4}-\d{2}-\d{2}(?:[T\x20]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9}+)?)?"
+    r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?(?!\w)"
 )
-_EMAIL = re.compile(r"[\w.+\-]++@(?:[\w\-]++\.)++[^\W\d_]{2,}+")
+
+# --- what is one --------------------------------------------------------------
+_EMAIL = re.compile(r"[\w.+\-]++@(?:[\w\-]++\.)++" + _LETTER + r"{2,}+")
 _UUID = re.compile(
     r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
 )
@@ -207,34 +252,51 @@ _PATH_SEPARATORS = re.compile(r"[/\\]")
 _FILE_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}\Z")
 _ALNUM = re.compile(r"[^\W_]")
 _PART = re.compile(r"[\w.\-]+")  # the pieces of a non-path atom: split at @ + ~ / \
-_IS_ATOM_CHAR = re.compile(_ATOM)
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_LETTER = re.compile(_LETTER)
 
-_DATETIME = (
-    r"\d{4}-\d{2}-\d{2}(?:[T\x20]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9}+)?)?"
-    r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?(?!\w)"
+# --- the scan -------------------------------------------------------------------
+# Where a candidate may be: "@", a slash, a backtick, "://", a drive letter,
+# "www.", four digits in a row, or a digit next to a letter (possibly through
+# "._-": every token that mixes letters and digits has such a place). The
+# pattern starts with a plain character class, so sre skips everything else
+# in its fast loop; short plain numbers ("3", "10:30") never leave the C engine.
+_TRIGGER = re.compile(
+    r"[\d@/\\`:._\-](?:"
+    r"(?<=[@/\\`])"
+    r"|(?<=\d)(?:\d{3}|[._\-]*+" + _LETTER + r"|(?<=" + _LETTER + r"\d))"
+    r"|(?<=" + _LETTER + r"[._\-])[._\-]*+\d"
+    r"|(?<=:)(?://|(?<=[A-Za-z]:)[\\/])"
+    r"|(?<=[Ww]{3}\.)"
+    r")"
 )
-_TIME = r"\d{1,2}+:\d{2}(?::\d{2}(?:[.,]\d{1,9}+)?)?(?:\x20?[AaPp]\.?[Mm]\.?|Z)?(?!\w)"
-
-# The one forward scan. Alternatives that do not start with a backtick share a
-# single look-behind, so inside a word every position fails in O(1); at a word
-# start the atom alternative's lazy look-ahead scans that word once.
-_SCAN = re.compile(
+# The candidates, tried at the start of the atom that holds a trigger (or at
+# the trigger itself for a backtick).
+_CANDIDATE = re.compile(
     r"`(?:(?P<fence>`++)|(?P<code>[^`\n]{1,256}+)`)"
     r"|(?<!" + _ATOM + r")(?:"
     r"(?P<url>(?:[A-Za-z][A-Za-z0-9+.\-]{1,15}+://|[Ww]{3}\.)[^\s<>\"'`]++)"
     r"|(?P<winpath>[A-Za-z]:[\\/]" + _ATOM + r"*+)"
-    r"|(?P<stamp>" + _DATETIME + r"|" + _TIME + r")"
-    r"|(?P<atom>(?=" + _ATOM + r"*?[\d@/\\])" + _ATOM + r"++)"
+    r"|(?P<stamp>" + _DATETIME + r")"
+    r"|(?P<atom>" + _ATOM + r"++)"
     r")"
 )
-# Matched against the reversed text at the reversed offset of a candidate: the
-# gap before it, then the atom before that gap (both reversed).
-_BACK = re.compile(r"(" + _TYPE_GAP + r"{0,256}+)(" + _ATOM + r"{1,256}+)")
-# The next word of an anaphor phrase: a gap, then an atom.
-_NEXT = re.compile(r"(" + _WORD_GAP + r"{0,256}+)(" + _ATOM + r"{1,256}+)")
-_DETERMINER = re.compile(
-    r"(?<!" + _ATOM + r")(?:" + "|".join(sorted(DETERMINERS)) + r")(?!" + _ATOM + r")",
-    re.IGNORECASE,
+_RUN = re.compile(_ATOM + r"*+")
+# Matched on the reversed text at the reversed offset of a candidate: the gap
+# before it, then (reversed) a word with its "_" emphasis or filler dot, which
+# must not be glued to more identifier characters. Failing fast here keeps
+# the common "no noun before this code" case cheap.
+_BACK = re.compile(_TYPE_GAP + r"([._]*+)(" + _LETTER + r"{1,256}+)_*+(?!" + _ATOM + r")")
+# A determiner and, in a look-ahead (phrases overlap: "that x and this y"), up
+# to three words after it. A word is a \w run without its "_" emphasis;
+# anything but a gap after a word ("the same. account") ends the phrase. The
+# pattern starts with a plain class for speed, so the determiners are spelled
+# out here; a test keeps them in step with DETERMINERS.
+_PHRASE_WORD = _WORD_GAP + r"_*+([^\W_]{1,256}+(?:_++[^\W_]++)*+)_*+(?!\w)"
+_PHRASE = re.compile(
+    r"[TtSs](?<![\w.\-+@~/\\].)"
+    r"(?:(?<=[Tt])(?i:h(?:ese|ose|is|at|e))|(?<=[Ss])(?i:a(?:id|me)))(?![\w.\-+@~/\\])"
+    r"(?=" + _PHRASE_WORD + r"(?:" + _PHRASE_WORD + r"(?:" + _PHRASE_WORD + r")?)?)?"
 )
 
 
@@ -244,119 +306,193 @@ def extract(text: str, known_types: Container[str] = frozenset()) -> Extraction:
     ``known_types`` are the entity types already introduced in the session by
     OTHER spans (as produced in ``Identifier.type``). An anaphor is a
     determiner (:data:`DETERMINERS`) followed within three words by one of
-    them, or by its simple plural/singular; it is dropped when the type word
-    directly introduces an identifier (``the account 8841-C``) or when this
-    same text introduced that type earlier (the reference resolves inside the
-    span). ``known_types`` only needs ``in``; a falsy container skips the
-    anaphor pass.
+    them, or by its simple plural or singular; it is dropped when the type
+    word directly introduces an identifier (``the account 8841-C``) or when
+    this same text introduced that type earlier (the reference resolves
+    inside the span). ``known_types`` only needs ``in``, which is asked once
+    per distinct word and form; a falsy container skips the anaphor pass.
 
     Guarantees: deterministic; total (never raises on any ``str``); linear
     time in ``len(text)``; results in text order; offsets exact (see
     :class:`Identifier`).
     """
-    identifiers: list[Identifier] = []
-    # Start offsets of nouns that typed an identifier: a determiner phrase
-    # ending on one of them introduces an entity instead of referring to one.
-    type_sources: set[int] = set()
-    # URL and inline-code spans: opaque, so no determiner inside them counts.
-    opaque: list[tuple[int, int]] = []
-    reversed_text = text[::-1]
-    # Nouns are never read from inside the latest URL or other non-atom token.
-    floor = 0
+    scanner = _Scanner(text)
+    scanner.scan()
+    anaphors: tuple[Anaphor, ...] = ()
+    if known_types:
+        anaphors = _find_anaphors(text, known_types, scanner)
+    return Extraction(tuple(scanner.identifiers), anaphors)
 
-    def type_of(pos: int) -> _Typed:
-        return _noun_before(text, reversed_text, pos, floor)
 
-    def add(surface: str, start: int, fallback: str, typed: _Typed) -> None:
-        if typed is None:
-            identifiers.append(Identifier(surface.casefold(), fallback, surface, start))
-        else:
-            identifiers.append(Identifier(surface.casefold(), typed[0], surface, start))
-            type_sources.add(typed[1])
+class _Scanner:
+    """One forward pass over a text, collecting identifiers (per-call state)."""
 
-    for match in _SCAN.finditer(text):
+    __slots__ = ("floor", "identifiers", "opaque", "reversed_text", "text", "type_sources")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # Look-backs run forwards on the reversed text: regexes only match forwards.
+        self.reversed_text = text[::-1]
+        self.identifiers: list[Identifier] = []
+        # Start offsets of nouns that typed an identifier: a determiner phrase
+        # ending on one of them introduces an entity instead of referring to one.
+        self.type_sources: set[int] = set()
+        # URL and inline-code spans: opaque, so no determiner inside them counts.
+        self.opaque: list[tuple[int, int]] = []
+        # End of the latest non-atom candidate (URL, code, stamp...): no noun is
+        # read from below it, e.g. from a URL's query string.
+        self.floor = 0
+
+    def scan(self) -> None:
+        """Find every candidate in text order and classify it."""
+        text = self.text
+        reversed_text = self.reversed_text
+        size = len(text)
+        pos = 0  # everything before it is classified
+        while (trigger := _TRIGGER.search(text, pos)) is not None:
+            at = trigger.start()
+            start = at
+            if text[at] != "`":
+                # Back to the start of the atom that holds the trigger.
+                start = at - _run_length(reversed_text, size - at)
+            match = _CANDIDATE.match(text, start) if start >= pos else None
+            if match is None:
+                # Candidates only start where an atom starts, so the rest of this
+                # atom (if the trigger is in one) cannot hold another: skip it.
+                # That also keeps a long atom from being walked back over twice.
+                pos = at + max(1, _run_length(text, at))
+            elif match.lastgroup == "atom":
+                pos = match.end()
+                self.atom(match.group(), start)
+            else:
+                pos = max(match.end(), at + 1)
+                self.candidate(match)
+
+    def candidate(self, match: re.Match[str]) -> None:
+        """Record what one non-atom candidate (code, URL, drive path, stamp) introduces."""
         kind = match.lastgroup
-        if kind == "atom":
-            _classify_atom(match.group(), match.start(), type_of, add)
-            continue
+        start = match.start()
         if kind == "code":
             content = match.group("code")
             surface = content.strip()
             if surface:
-                start = match.start("code") + len(content) - len(content.lstrip())
-                add(surface, start, "code", type_of(match.start()))
-            opaque.append((match.start(), match.end()))
+                offset = match.start("code") + len(content) - len(content.lstrip())
+                self.add(surface, offset, "code", self.noun_before(start))
+            self.opaque.append((start, match.end()))
         elif kind == "url":
             surface = _trim_url(match.group())
             # A URL needs something after its scheme or "www." to point at.
             scheme = surface.find("://")
-            after_prefix = scheme + 3 if scheme >= 0 else 4  # past "://" or "www."
+            after_prefix = scheme + 3 if scheme >= 0 else 4
             if len(surface) <= _MAX_LONG and _ALNUM.search(surface, after_prefix):
-                add(surface, match.start(), "url", type_of(match.start()))
-            opaque.append((match.start(), match.end()))
+                self.add(surface, start, "url", self.noun_before(start))
+            self.opaque.append((start, match.end()))
         elif kind == "winpath":
             surface = match.group().rstrip(_STRIP)
             if len(surface) <= _MAX_LONG and _ALNUM.search(surface, 3):
-                add(surface, match.start(), "path", type_of(match.start()))
-        floor = match.end()
+                self.add(surface, start, "path", self.noun_before(start))
+        self.floor = match.end()
 
-    anaphors: tuple[Anaphor, ...] = ()
-    if known_types:
-        anaphors = _find_anaphors(text, known_types, identifiers, type_sources, opaque)
-    return Extraction(tuple(identifiers), anaphors)
+    def atom(self, atom: str, start: int) -> None:
+        """Turn one atom that holds a trigger into identifiers (e-mail, path, uuid, codes)."""
+        token = atom.rstrip(_STRIP)
+        if not token or len(token) > _MAX_LONG:
+            return
+        if token.isdecimal():  # the most common candidate: a number, maybe "order 55012"
+            self.part(token, start, start, may_type=True)
+            return
+        if _DATE.fullmatch(token):
+            return
+        if "@" not in token and "/" not in token and "\\" not in token and "+" not in token:
+            # One part (the common case): skip the splitting below.
+            surface = token.strip("._-~")
+            offset = start + token.index(surface) if surface else start
+            if surface and "~" not in surface and not _UUID.fullmatch(surface):
+                self.part(surface, offset, start, may_type=not token[: offset - start].strip("_"))
+                return
+        # Leading "." and "~" matter for paths ("./x", "~/x"), so the core
+        # without leading punctuation is only used for the other classes.
+        lead = len(token) - len(token.lstrip(".-+~"))
+        core = token[lead:]
+        if "@" in core and _EMAIL.fullmatch(core):
+            self.add(core, start + lead, "email", None if lead else self.noun_before(start))
+            return
+        if ("/" in token or "\\" in token) and _is_path(token):
+            self.add(token, start, "path", self.noun_before(start))
+            return
+        if "-" in core and _UUID.fullmatch(core):
+            self.add(core, start + lead, "uuid", None if lead else self.noun_before(start))
+            return
+        # Anything else is split at @ + ~ / \ into parts; each may be a code or
+        # a number. Only the first part can take a type: the word before a
+        # later part is glued to it by a separator, not followed by it.
+        first = True
+        for part_match in _PART.finditer(token):
+            part = part_match.group()
+            surface = part.strip("._-")
+            if surface:
+                offset = start + part_match.start() + part.index(surface)
+                may_type = first and not token[: offset - start].strip("_")
+                self.part(surface, offset, start, may_type=may_type)
+                first = False
 
-
-def _classify_atom(atom: str, start: int, type_of: _TypeOf, add: _Add) -> None:
-    """Turn one candidate atom (holds a digit, ``@``, ``/`` or ``\\``) into identifiers."""
-    token = atom.rstrip(_STRIP)
-    if not token or len(token) > _MAX_LONG or _DATE.fullmatch(token):
-        return
-    # Leading "." and "~" matter for paths ("./x", "~/x"), so the core without
-    # leading punctuation is only used for the other classes.
-    lead = len(token) - len(token.lstrip(".-+~"))
-    core = token[lead:]
-    if "@" in core and _EMAIL.fullmatch(core):
-        add(core, start + lead, "email", type_of(start) if _only_emphasis(token[:lead]) else None)
-        return
-    if ("/" in token or "\\" in token) and _is_path(token):
-        add(token, start, "path", type_of(start))
-        return
-    if "-" in core and _UUID.fullmatch(core):
-        add(core, start + lead, "uuid", type_of(start) if _only_emphasis(token[:lead]) else None)
-        return
-    # Anything else is split at @ + ~ / \ into parts; each may be a code or a
-    # number. Only the first part can take a type: the word before a later
-    # part is glued to it by a separator, not followed by it.
-    first = True
-    for part_match in _PART.finditer(token):
-        part = part_match.group()
-        part_lead = len(part) - len(part.lstrip("._-"))
-        surface = part.strip("._-")
-        if not surface:
-            continue
-        part_start = start + part_match.start() + part_lead
-        typed: _Typed = None
-        if first and _only_emphasis(token[: part_start - start]):
-            typed = type_of(start)
-        first = False
+    def part(self, surface: str, offset: int, atom_start: int, *, may_type: bool) -> None:
+        """One piece of an atom: a code mixing letters and digits, or a named number."""
         if len(surface) > _MAX_SHORT:
-            continue
+            return
         if surface.isdecimal():
             # A bare number is a count unless a noun names it ("order 55012").
-            if len(surface) >= 4 and typed is not None:
-                add(surface, part_start, "id", typed)
+            if len(surface) >= 4 and may_type:
+                typed = self.noun_before(atom_start)
+                if typed is not None:
+                    self.add(surface, offset, "id", typed)
         elif (
             len(surface) >= 3
-            and any(c.isdecimal() for c in surface)
-            and any(c.isalpha() for c in surface)
+            and _HAS_DIGIT.search(surface)
+            and _HAS_LETTER.search(surface)
             and not _NOT_IDENTIFIER.fullmatch(surface)
         ):
-            add(surface, part_start, "id", typed)
+            self.add(surface, offset, "id", self.noun_before(atom_start) if may_type else None)
+
+    def add(self, surface: str, start: int, fallback: str, typed: _Typed) -> None:
+        """Record an identifier, typed by its noun when there is one."""
+        if typed is None:
+            self.identifiers.append(Identifier(surface.casefold(), fallback, surface, start))
+        else:
+            self.identifiers.append(Identifier(surface.casefold(), typed[0], surface, start))
+            self.type_sources.add(typed[1])
+
+    def noun_before(self, pos: int) -> _Typed:
+        """The type noun just before ``pos`` (lower-cased) and its start, or None.
+
+        Reads backwards over an allowed gap (blanks, ``#``, ``:``...; at most
+        one line break) and the word before it, skipping up to
+        :data:`_MAX_FILLERS` filler words. Never reads below :attr:`floor`.
+        Cost: bounded by the gap and word caps.
+        """
+        size = len(self.text)
+        for _ in range(_MAX_FILLERS + 1):
+            found = _BACK.match(self.reversed_text, size - pos)
+            if found is None or size - found.end() < self.floor:
+                return None
+            word = found.group(2)[::-1]
+            if not word.isalpha():
+                return None  # a letter-like numeric character ("½"): not a word
+            lowered = word.lower()
+            tail = found.group(1)
+            if lowered in FILLER_WORDS and (tail == "." or not tail.strip("_")):
+                pos = size - found.end()  # "order no. 55012": keep looking for the noun
+                continue
+            if len(word) < 3 or lowered in STOP_WORDS or tail.strip("_"):
+                return None
+            return lowered, size - found.end(2)
+        return None
 
 
-def _only_emphasis(prefix: str) -> bool:
-    """True when a token's stripped prefix is empty or markdown ``_`` emphasis."""
-    return not prefix.strip("_")
+def _run_length(text: str, pos: int) -> int:
+    """Length of the run of atom characters starting at ``pos`` (0 when there is none)."""
+    run = _RUN.match(text, pos)
+    return run.end() - pos if run is not None else 0
 
 
 def _is_path(token: str) -> bool:
@@ -372,8 +508,10 @@ def _is_path(token: str) -> bool:
     segments = _PATH_SEPARATORS.split(token)
     if token[0] in "/\\":
         named = [segment for segment in segments if segment]
-        return bool(named) and any(c.isalpha() for c in token) and (
-            len(named) >= 2 or _FILE_EXTENSION.search(named[-1]) is not None
+        return (
+            bool(named)
+            and _HAS_LETTER.search(token) is not None
+            and (len(named) >= 2 or _FILE_EXTENSION.search(named[-1]) is not None)
         )
     return segments[0] != "" and _FILE_EXTENSION.search(segments[-1]) is not None
 
@@ -397,46 +535,13 @@ def _trim_url(url: str) -> str:
     return url[:end]
 
 
-def _noun_before(text: str, reversed_text: str, pos: int, floor: int) -> _Typed:
-    """The type noun just before ``pos`` (lower-cased) and its start, or None.
-
-    Reads backwards over an allowed gap (spaces, ``#``, ``:``...; at most one
-    line break, so a blank line separates) and the atom before it, skipping up
-    to :data:`_MAX_FILLERS` filler words. Never looks below ``floor`` (the end
-    of the last URL or other non-atom token), so a word inside a URL's query
-    string is not a noun. Cost: bounded by the look-back caps.
-    """
-    size = len(text)
-    for _ in range(_MAX_FILLERS + 1):
-        found = _BACK.match(reversed_text, size - pos)
-        if found is None:
-            return None
-        end = found.end()
-        if end < size and _IS_ATOM_CHAR.match(reversed_text, end):
-            return None  # the word is longer than the look-back cap: a blob, not a noun
-        if found.group(1).count("\n") > 1:
-            return None
-        run_start = size - end
-        if run_start < floor:
-            return None
-        run = found.group(2)[::-1]
-        head = len(run) - len(run.lstrip(_STRIP))
-        tail = len(run.rstrip(_STRIP))
-        word = run[head:tail]
-        if not word.isalpha() or not _only_emphasis(run[:head]):
-            return None
-        lowered = word.lower()
-        if lowered in FILLER_WORDS and run[tail:] in ("", ".", "_"):
-            pos = run_start  # "order no. 55012": keep looking for the noun
-            continue
-        if len(word) < 3 or lowered in STOP_WORDS or not _only_emphasis(run[tail:]):
-            return None
-        return lowered, run_start + head
-    return None
-
-
 def _type_forms(word: str) -> tuple[str, ...]:
-    """The spellings a type word may stand for: itself, then singulars, then plurals."""
+    """The spellings a type word may stand for: itself, then singulars, then plurals.
+
+    Both directions, because a type is spelled as it was introduced:
+    ``accounts 8841-C, 8842-D`` introduces ``accounts``, and a later
+    ``that account`` should still find it.
+    """
     forms = [word]
     if word.endswith("ies") and len(word) > 4:
         forms.append(word[:-3] + "y")
@@ -452,23 +557,23 @@ def _type_forms(word: str) -> tuple[str, ...]:
 
 
 def _find_anaphors(
-    text: str,
-    known_types: Container[str],
-    identifiers: list[Identifier],
-    type_sources: set[int],
-    opaque: list[tuple[int, int]],
+    text: str, known_types: Container[str], scanner: _Scanner
 ) -> tuple[Anaphor, ...]:
     """Determiner phrases that name a known type; see :func:`extract` for the rules."""
+    identifiers = scanner.identifiers
+    opaque = scanner.opaque
     anaphors: list[Anaphor] = []
-    introduced: set[str] = set()  # types this text introduced before the current position
+    introduced: set[str] = set()  # types this text introduced before the current determiner
     next_identifier = 0
     next_opaque = 0
+    # Per call: a word's known spelling and its forms. Container lookups may be
+    # costly (the engine hashes types), so each distinct word asks only once.
+    lookups: dict[str, tuple[str | None, tuple[str, ...]]] = {}
     # "the same old account" has two determiners but one referent: a type word
     # examined by one determiner is not examined again by a later one.
     claimed = -1
-    size = len(text)
-    for determiner in _DETERMINER.finditer(text):
-        start = determiner.start()
+    for phrase in _PHRASE.finditer(text):
+        start = phrase.start()
         while next_opaque < len(opaque) and opaque[next_opaque][1] <= start:
             next_opaque += 1
         if next_opaque < len(opaque) and opaque[next_opaque][0] <= start:
@@ -476,31 +581,22 @@ def _find_anaphors(
         while next_identifier < len(identifiers) and identifiers[next_identifier].start < start:
             introduced.add(identifiers[next_identifier].type)
             next_identifier += 1
-        pos = determiner.end()
-        for _ in range(3):
-            found = _NEXT.match(text, pos)
-            if found is None or found.group(1).count("\n") > 1:
+        for group in (1, 2, 3):
+            word = phrase.group(group)
+            if word is None:
                 break
-            if found.end() < size and _IS_ATOM_CHAR.match(text, found.end()):
-                break  # an over-long run: a blob, not a word
-            run = found.group(2)
-            head = len(run) - len(run.lstrip(_STRIP))
-            tail = len(run.rstrip(_STRIP))
-            word = run[head:tail]
-            if not word or not _only_emphasis(run[:head]):
-                break
-            forms = _type_forms(word.lower())
-            spelling = next((form for form in forms if form in known_types), None)
+            lookup = lookups.get(word)
+            if lookup is None:
+                forms = _type_forms(word.lower())
+                lookup = (next((form for form in forms if form in known_types), None), forms)
+                lookups[word] = lookup
+            spelling, forms = lookup
             if spelling is not None:
-                word_start = found.start(2) + head
+                word_start = phrase.start(group)
                 if word_start != claimed:
                     claimed = word_start
-                    if word_start not in type_sources and introduced.isdisjoint(forms):
-                        end = word_start + len(word)
-                        anaphors.append(Anaphor(spelling, text[start:end], start))
+                    if word_start not in scanner.type_sources and introduced.isdisjoint(forms):
+                        surface = text[start : phrase.end(group)]
+                        anaphors.append(Anaphor(spelling, surface, start))
                 break
-            if not _only_emphasis(run[tail:]):
-                break  # "the same. account": punctuation ends the phrase
-            pos = found.end()
     return tuple(anaphors)
-

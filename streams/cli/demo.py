@@ -8,11 +8,8 @@ prints faults, pins and decisions as they happen. Ctrl-C stops what it started.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
+import logging
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -21,10 +18,11 @@ import typer
 from rich.console import Console
 
 from streams.cli.kafka_cli import describe
-from streams.client.kafka_io import OUTPUT_SUFFIXES, bootstrap_servers, produce_lines, read_outputs
+from streams.client.kafka_io import OUTPUT_SUFFIXES, OutputReader, bootstrap_servers, produce_lines
 from streams.client.topics import ensure_topics
 from streams.codec import decode_output
 from streams.kafka.broker import BrokerError, LocalBroker
+from streams.kafka.workers import WorkerProcess, spawn_worker
 from streams.settings import load_settings
 from streams.sim.scenarios import demo_fleet
 
@@ -40,6 +38,9 @@ def demo(
     ] = None,
 ) -> None:
     """Run broker + worker + a demo fleet, and print what spanguard decides, live."""
+    # SIGTERM (e.g. from a supervisor) stops as cleanly as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     broker = LocalBroker(port=port)
     started_broker = False
     try:
@@ -56,26 +57,37 @@ def demo(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
 
+    workers: list[WorkerProcess] = []
+    try:
+        _run_fleet(bootstrap, sessions, rate, duration, workers)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        console.print("stopping the worker" + (" and the broker" if started_broker else ""))
+        for worker in workers:
+            worker.stop(timeout=30)
+        if started_broker:
+            broker.stop()
+
+
+def _run_fleet(
+    bootstrap: str, sessions: int, rate: float, duration: float | None, workers: list[WorkerProcess]
+) -> None:
+    """Start a worker on fresh topics (into ``workers``, so the caller can stop it),
+    publish the fleet, and print outputs until ``duration`` or Ctrl-C."""
     prefix = f"demo{int(time.time())}"
-    env = dict(os.environ)
-    env.update(
-        SPANGUARD_BROKER=f"kafka://{bootstrap}",
-        SPANGUARD_TOPIC_PREFIX=prefix,
-        SPANGUARD_APP_ID=f"{prefix}-guard",
-        SPANGUARD_DATA_DIR=str(Path(".spanguard") / prefix),
-    )
+    env = {
+        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
+        "SPANGUARD_TOPIC_PREFIX": prefix,
+        "SPANGUARD_APP_ID": f"{prefix}-guard",
+        "SPANGUARD_DATA_DIR": str(Path(".spanguard") / prefix),
+    }
     settings = load_settings(broker=f"kafka://{bootstrap}", topic_prefix=prefix)
     asyncio.run(ensure_topics(settings))
     log_path = Path(".spanguard") / f"{prefix}-worker.log"
-    log_path.parent.mkdir(exist_ok=True)
-    log = log_path.open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli.main", "worker"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    console.print(f"worker pid {worker.pid}, log {log_path}")
+    worker = spawn_worker("demo", env, log_path)
+    workers.append(worker)
+    console.print(f"worker pid {worker.process.pid}, log {log_path}")
     console.print(
         f"dashboard and API: http://{settings.web_host}:{settings.web_port}/  (metrics at /metrics)"
     )
@@ -91,21 +103,17 @@ def demo(
             produce_lines(bootstrap_servers(settings.broker), settings.topic("events"), lines, rate)
         )
         deadline = None if duration is None else time.monotonic() + duration
-        async for record in read_outputs(bootstrap, topics, idle_seconds=0, follow=True):
-            console.print(describe(decode_output(record.value)))
-            if deadline is not None and time.monotonic() > deadline:
-                break
-        producer.cancel()
-
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run())
-    finally:
-        console.print("stopping the worker" + (" and the broker" if started_broker else ""))
-        worker.send_signal(signal.SIGTERM)
         try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        if started_broker:
-            broker.stop()
+            async with OutputReader(bootstrap, topics) as reader:
+                while deadline is None or time.monotonic() < deadline:
+                    for record in await reader.poll(timeout_ms=500):
+                        console.print(describe(decode_output(record.value)))
+                    if worker.process.poll() is not None:
+                        console.print(
+                            f"[red]the worker exited[/]; its log:\n{worker.log_text()[-3000:]}"
+                        )
+                        return
+        finally:
+            producer.cancel()
+
+    asyncio.run(run())

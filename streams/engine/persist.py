@@ -7,7 +7,8 @@ and one slot of the duplicate-window ring. Keys are JSON arrays
 ``[tenant, session_id, kind, name]``, so no separator can collide with an id.
 
 Kinds: ``h`` header, ``s`` live span, ``g`` gone span, ``d`` duplicate-window
-slot, ``x`` closed-session marker (its value: the last ``seq`` accepted). A value of ``None`` deletes the record.
+slot, ``x`` closed-session marker (its value: the last ``seq`` accepted). A value
+of ``None`` deletes the record.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         try:
             parts = consumer.partitions_for_topic(topic) or set()
             while not parts:
-                await consumer._client.force_metadata_update()  # noqa: SLF001 - no public call
+                await consumer._client.force_metadata_update()
                 parts = consumer.partitions_for_topic(topic) or set()
             ends = await consumer.end_offsets([TopicPartition(topic, p) for p in parts])
             return {tp.partition: off for tp, off in ends.items()}

@@ -111,6 +111,7 @@ def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipelin
 
     # Ordering: every fault, pin and recompute a decision lists was acknowledged by
     # the broker before the decision was sent.
+    assert worker.journal is not None
     acks = [orjson.loads(line) for line in worker.journal.read_bytes().splitlines()]
     acked_at = {a["output_id"]: a["acked_ns"] for a in acks}
     decisions = {
@@ -161,7 +162,7 @@ def test_two_workers_share_partitions_and_survive_a_kill(pipeline: Pipeline) -> 
     b.wait_ready()
     pipeline.produce(lines[:half])
     pipeline.read_until(has_ids(set(identities(replay_outputs(lines[:half])))))
-    journals = [w.journal.read_bytes() if w.journal.exists() else b"" for w in (a, b)]
+    journals = [w.journal.read_bytes() if w.journal and w.journal.exists() else b"" for w in (a, b)]
     assert all(journals), "both workers produced outputs: the partitions were split"
     b.kill()
     pipeline.produce(lines[half:])

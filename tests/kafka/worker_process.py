@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,50 +12,9 @@ import orjson
 
 from schemas import ID_FIELD
 from streams.client.kafka_io import OUTPUT_SUFFIXES, OutputReader, produce_lines
+from streams.kafka.workers import WorkerProcess, spawn_worker
 
-READY = b"Worker]: Ready"
 Done = Callable[[list[bytes]], bool]
-
-
-@dataclass
-class WorkerProcess:
-    """One worker subprocess and its log."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    journal: Path
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        """Block until the worker logged that it is ready (or fail with its log)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if READY in self.log.read_bytes():
-                return
-            if self.process.poll() is not None:
-                raise AssertionError(f"worker {self.name} exited:\n{self.log_text()[-4000:]}")
-            time.sleep(0.1)
-        raise AssertionError(
-            f"worker {self.name} not ready in {timeout}s:\n{self.log_text()[-4000:]}"
-        )
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye, no offset commit, no flush."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        """SIGTERM and wait for a clean shutdown."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @dataclass
@@ -73,8 +28,7 @@ class Pipeline:
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def env(self, name: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
+        env = dict(
             {
                 "SPANGUARD_BROKER": f"kafka://{self.bootstrap}",
                 "SPANGUARD_TOPIC_PREFIX": self.prefix,
@@ -90,16 +44,13 @@ class Pipeline:
         return env
 
     def start_worker(self, name: str) -> WorkerProcess:
-        log = self.tmp / f"worker-{name}.log"
-        handle = log.open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli.main", "worker", "--loglevel", "info"],
-            env=self.env(name),
-            stdout=handle,
-            stderr=subprocess.STDOUT,
+        worker = spawn_worker(
+            name,
+            self.env(name),
+            self.tmp / f"worker-{name}.log",
             cwd=self.tmp,
+            journal=self.tmp / f"journal-{name}.jsonl",
         )
-        worker = WorkerProcess(name, process, log, self.tmp / f"journal-{name}.jsonl")
         self.workers.append(worker)
         return worker
 

@@ -1,0 +1,72 @@
+"""Running ``spanguard worker`` processes: for the demo, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+READY = b"Worker]: Ready"
+
+
+@dataclass
+class WorkerProcess:
+    """One worker subprocess, its log and its ack journal (if configured)."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    journal: Path | None = None
+
+    def log_text(self) -> str:
+        """The worker's log so far."""
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Block until the worker logged that it is ready; raise with its log otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if READY in self.log.read_bytes():
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited:\n{self.log_text()[-4000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(
+            f"worker {self.name} not ready in {timeout}s:\n{self.log_text()[-4000:]}"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no offset commit, no flush."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM and wait for a clean shutdown (SIGKILL after ``timeout``)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def spawn_worker(
+    name: str, env: dict[str, str], log: Path, cwd: Path | None = None, journal: Path | None = None
+) -> WorkerProcess:
+    """Start ``python -m streams.cli.main worker`` with ``env`` added to this environment."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli.main", "worker", "--loglevel", "info"],
+        env={**os.environ, **env},
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+    )
+    handle.close()
+    return WorkerProcess(name, process, log, journal)

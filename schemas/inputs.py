@@ -10,7 +10,7 @@ import hashlib
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue, field_validator, model_validator
+from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from schemas.common import (
@@ -24,6 +24,9 @@ from schemas.common import (
     drop_nulls,
     lower_hex,
 )
+
+NO_NULLS = "no_nulls"
+"""Validation-context flag: the input holds no JSON null (skip removing them)."""
 
 
 def text_sha256(text: str) -> str:
@@ -44,8 +47,11 @@ class InputEnvelope(ContractModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _nulls_are_absent(cls, data: Any) -> Any:
-        # Once, at the top: it removes nulls at every depth of the event.
+    def _nulls_are_absent(cls, data: Any, info: ValidationInfo) -> Any:
+        # Once, at the top: it removes nulls at every depth of the event. A decoder
+        # that saw no "null" in the raw bytes says so and saves the walk.
+        if info.context and info.context.get(NO_NULLS):
+            return data
         return drop_nulls(data)
 
     event_id: str = Field(min_length=1, max_length=128)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, MutableMapping
 from datetime import UTC, datetime
 
@@ -45,4 +46,7 @@ class Processor:
         """Replace the engine's sessions with those in ``records`` (after a rebalance)."""
         self.engine.sessions.clear()
         self.engine.stats.closed_sessions.clear()
-        return self.engine.restore(records)
+        restored = self.engine.restore(records)
+        # Restored state lives as long as the assignment: keep it out of GC scans.
+        gc.freeze()
+        return restored

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import typer
 
 from streams.cli.demo import demo
@@ -16,6 +18,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _runtime() -> None:
+    # The engine allocates many small, long-lived objects (spans, index entries);
+    # CPython's default generation-0 threshold of 700 collects far too often for it.
+    gc.set_threshold(50_000, 20, 50)
+
+
 app.command()(replay)
 app.command()(worker)
 app.command()(produce)

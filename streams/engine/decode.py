@@ -14,6 +14,7 @@ import orjson
 from pydantic import ValidationError
 
 from schemas import INPUT_ADAPTER, INPUT_TYPES, InputEvent, RejectReason
+from schemas.inputs import NO_NULLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,8 @@ def decode(raw: bytes, max_bytes: int) -> InputEvent | Invalid:
             identity,
         )
     try:
-        return INPUT_ADAPTER.validate_python(data)
+        context = None if b"null" in raw else {NO_NULLS: True}
+        return INPUT_ADAPTER.validate_python(data, context=context)
     except ValidationError as exc:
         return Invalid(*_explain(exc), identity)
     except RecursionError:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from schemas import (
     Action,
@@ -26,6 +28,25 @@ from schemas import (
     SpanPinned,
 )
 from streams.engine.config import EngineSettings
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def build(cls: type[M], **fields: Any) -> M:
+    """An output model from trusted values, without validation.
+
+    About 5x cheaper than ``model_construct``, which matters at one call per
+    output. Every field must be given (the round-trip test in
+    ``tests/engine/test_properties.py`` checks each output against its schema).
+    """
+    # In declaration order, as validation would store them; a missing field is a KeyError.
+    ordered = {name: fields[name] for name in cls.model_fields}
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", ordered)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 def output_id(prefix: str, *parts: object) -> str:
@@ -78,7 +99,8 @@ class Emission:
         """Emit an ``integrity.fault`` at the configured severity; returns its id."""
         fault_id = self._next_id("flt")
         self.outputs.append(
-            IntegrityFault.model_construct(
+            build(
+                IntegrityFault,
                 schema_version=1,
                 type="integrity.fault",
                 session_id=self.session_id,
@@ -105,7 +127,8 @@ class Emission:
         """Emit a ``span.pinned``; returns its id."""
         pin_id = self._next_id("pin")
         self.outputs.append(
-            SpanPinned.model_construct(
+            build(
+                SpanPinned,
                 schema_version=1,
                 type="span.pinned",
                 session_id=self.session_id,
@@ -126,7 +149,8 @@ class Emission:
         """Emit a ``scores.recompute_requested``; returns its id."""
         recompute_id = self._next_id("rcp")
         self.outputs.append(
-            ScoresRecomputeRequested.model_construct(
+            build(
+                ScoresRecomputeRequested,
                 schema_version=1,
                 type="scores.recompute_requested",
                 session_id=self.session_id,
@@ -154,7 +178,8 @@ class Emission:
         faults = [o.fault_id for o in self.outputs if isinstance(o, IntegrityFault)]
         pins = [o.pin_id for o in self.outputs if isinstance(o, SpanPinned)]
         self.outputs.append(
-            EvictionDecided.model_construct(
+            build(
+                EvictionDecided,
                 schema_version=1,
                 type="eviction.decided",
                 session_id=self.session_id,
@@ -166,7 +191,7 @@ class Emission:
                 basis=basis,
                 action=action,
                 committed=committed,
-                refused=[Refusal.model_construct(span_id=s, reason=r) for s, r in refused],
+                refused=[build(Refusal, span_id=s, reason=r) for s, r in refused],
                 dropped=dropped,
                 pins=pins,
                 faults=faults,

@@ -30,7 +30,7 @@ from streams.engine.config import EngineSettings
 from streams.engine.counters import apply_counters, created_counter
 from streams.engine.decode import Identity, Invalid, decode
 from streams.engine.drift import CycleOutcome, close_window
-from streams.engine.emit import Emission, output_id
+from streams.engine.emit import Emission, build, output_id
 from streams.engine.gate import decide
 from streams.engine.holdings import HoldingsBuilder
 from streams.engine.persist import Record, dump_changes, dump_closed, load_sessions
@@ -207,6 +207,8 @@ class Engine:
         )
         self._check_seq(session, event, emission)
         session.remember(event.event_id, self.settings.dedup_window)
+        if not self._track:
+            session.dirty.clear()  # only a changelog needs to know what changed
         if isinstance(event, SpanAdded):
             self._add_span(session, event, emission)
         elif isinstance(event, ScoresComputed):
@@ -296,7 +298,8 @@ class Engine:
         truncated = reason is RejectReason.TOO_LARGE and len(raw) > RAW_KEEP_BYTES
         kept = raw[:RAW_KEEP_BYTES] if truncated else raw
         when = ts or _parse_ts(identity.ts) or source.received or self._last_ts
-        return EventRejected.model_construct(
+        return build(
+            EventRejected,
             type="event.rejected",
             schema_version=1,
             rejection_id=output_id(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
-from streams.engine.emit import Emission
+from streams.engine.emit import Emission, build
 from streams.engine.referent_index import Mention
 from streams.engine.state import ScoreKey, SessionState, SpanState
 
@@ -228,7 +228,8 @@ def _check_orphans(
 def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
     surfaces = emission.settings.emit_surfaces
     for span_id, pin in pins.items():
-        mention = PinMention.model_construct(
+        mention = build(
+            PinMention,
             key=pin.mention.key,
             type=pin.mention.type,
             surface=pin.mention.surface if surfaces else None,

@@ -126,16 +126,22 @@ def _new_holdings(
     def explicit(entry: SnapshotEntry) -> Holdings:
         return builder.build(tenant, known, None, entry.introduces, entry.mentions)
 
+    def kept(entry: SnapshotEntry, span: SpanState) -> Holdings:
+        own = Holdings(span.holds, span.mentions)
+        if entry.introduces is None and entry.mentions is None:
+            return own
+        return own.union(explicit(entry))
+
     result: dict[str, Holdings] = {}
     for entry, span in diff.unchanged:
-        result[span.span_id] = Holdings(span.holds, span.mentions).union(explicit(entry))
+        result[span.span_id] = kept(entry, span)
     for entry, span in diff.modified:
         if entry.text is not None:
             result[span.span_id] = builder.build(
                 tenant, known, entry.text, entry.introduces, entry.mentions
             )
         else:
-            result[span.span_id] = Holdings(span.holds, span.mentions).union(explicit(entry))
+            result[span.span_id] = kept(entry, span)
     for entry in diff.created:
         if entry.text is not None:
             result[entry.span_id] = builder.build(

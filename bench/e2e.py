@@ -1,0 +1,363 @@
+"""End-to-end benchmarks on the project's local Kafka broker, side by side in one run.
+
+    .venv/bin/python -m bench.e2e            # full run (several minutes)
+    .venv/bin/python -m bench.e2e --quick    # small smoke run
+
+1. one worker's events/s against a raw aiokafka consume->produce passthrough of
+   the same records on the same broker (target >= 0.5 of the passthrough);
+2. 1 vs 2 workers (events/s);
+3. gate latency from ``eviction.requested`` produced to ``eviction.decided``
+   consumed, at a fixed input rate over many live sessions, p50/p95/p99, at-least-once
+   (target p99 <= 50 ms) and exactly-once;
+4. state bytes per span (records as stored, and the RocksDB folder), and the time a
+   fresh worker needs to restore N sessions from the changelog.
+
+Results: ``bench/results/e2e.json`` and a table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.partitioner import murmur2
+
+from streams.client.kafka_io import OutputReader, produce_lines, session_key
+from streams.client.topics import ensure_topics
+from streams.engine.engine import Engine, Source
+from streams.engine.trace import SessionScript
+from streams.kafka.broker import DEFAULT_HOME, LocalBroker, free_ports
+from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.settings import load_settings
+from streams.sim.scenarios import demo_fleet
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 4
+
+
+class Bench:
+    """A broker of its own and fresh topic prefixes for each measurement."""
+
+    def __init__(self, home: Path) -> None:
+        port, controller = free_ports(2)
+        self.home = home
+        self.broker = LocalBroker(
+            home=home / "kafka",
+            port=port,
+            controller_port=controller,
+            lib_dir=DEFAULT_HOME / "lib",
+            stop_with_parent=True,
+        )
+        self.bootstrap = ""
+        self.runs = 0
+
+    def __enter__(self) -> Bench:
+        self.broker.fetch()
+        self.bootstrap = self.broker.start(timeout=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.broker.stop()
+
+    def prefix(self, name: str) -> str:
+        self.runs += 1
+        return f"b{self.runs}-{name}"
+
+    def env(self, prefix: str, name: str, **extra: str) -> dict[str, str]:
+        return {
+            "SPANGUARD_BROKER": f"kafka://{self.bootstrap}",
+            "SPANGUARD_TOPIC_PREFIX": prefix,
+            "SPANGUARD_APP_ID": f"{prefix}-app",
+            "SPANGUARD_PARTITIONS": str(PARTITIONS),
+            "SPANGUARD_DATA_DIR": str(self.home / f"data-{prefix}-{name}"),
+            "SPANGUARD_WEB_ENABLED": "false",
+            "SPANGUARD_SESSION_TIMEOUT": "6",
+            **extra,
+        }
+
+    def workers(self, prefix: str, count: int, **extra: str) -> list[WorkerProcess]:
+        started = [
+            spawn_worker(
+                f"w{i}", self.env(prefix, f"w{i}", **extra), self.home / f"{prefix}-w{i}.log"
+            )
+            for i in range(count)
+        ]
+        for worker in started:
+            worker.wait_ready()
+        return started
+
+    async def topics(self, prefix: str) -> None:
+        settings = load_settings(
+            broker=f"kafka://{self.bootstrap}", topic_prefix=prefix, partitions=PARTITIONS
+        )
+        await ensure_topics(settings)
+
+
+def expected_outputs(lines: list[bytes]) -> int:
+    engine = Engine()
+    return sum(len(engine.process_raw(line, Source("b", 0, i))) for i, line in enumerate(lines))
+
+
+async def wait_outputs(bootstrap: str, prefix: str, count: int, timeout: float) -> list[int]:
+    """Timestamps (ms, producer time) of the first ``count`` output records."""
+    topics = [f"{prefix}.{s}" for s in ("faults", "pins", "recompute", "decisions", "deadletter")]
+    stamps: list[int] = []
+    deadline = time.monotonic() + timeout
+    async with OutputReader(bootstrap, topics) as reader:
+        while len(stamps) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(stamps)}/{count} outputs after {timeout}s")
+            stamps.extend(r.timestamp_ms for r in await reader.poll(timeout_ms=500))
+    return stamps
+
+
+def worker_throughput(bench: Bench, lines: list[bytes], workers: int) -> dict[str, Any]:
+    """Pre-load the input topic, start the workers, time first to last output."""
+    prefix = bench.prefix(f"tput{workers}")
+    asyncio.run(bench.topics(prefix))
+    asyncio.run(produce_lines(bench.bootstrap, f"{prefix}.events", lines))
+    expected = expected_outputs(lines)
+    started = bench.workers(prefix, workers)
+    try:
+        t0 = time.time()
+        stamps = asyncio.run(wait_outputs(bench.bootstrap, prefix, expected, timeout=900))
+        span = (max(stamps) - min(stamps)) / 1000
+        wall = time.time() - t0
+    finally:
+        for worker in started:
+            worker.stop()
+    return {
+        "workers": workers,
+        "events": len(lines),
+        "outputs": expected,
+        "seconds_first_to_last_output": round(span, 3),
+        "events_per_s": round(len(lines) / span),
+        "wall_s_from_ready": round(wall, 2),
+    }
+
+
+async def passthrough(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
+    """The same records through a raw aiokafka consume -> produce loop."""
+    prefix = bench.prefix("raw")
+    await bench.topics(prefix)
+    await produce_lines(bench.bootstrap, f"{prefix}.events", lines)
+    consumer = AIOKafkaConsumer(
+        f"{prefix}.events",
+        bootstrap_servers=bench.bootstrap,
+        group_id=f"{prefix}-raw",
+        auto_offset_reset="earliest",
+    )
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bench.bootstrap, acks="all", enable_idempotence=True
+    )
+    await consumer.start()
+    await producer.start()
+    seen = 0
+    started = None
+    try:
+        while seen < len(lines):
+            batch = await consumer.getmany(timeout_ms=500, max_records=2000)
+            futures = []
+            for records in batch.values():
+                for r in records:
+                    started = started or time.perf_counter()
+                    futures.append(await producer.send(f"{prefix}.faults", r.value, key=r.key))
+            await asyncio.gather(*futures)
+            seen += len(futures)
+        elapsed = time.perf_counter() - (started or time.perf_counter())
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return {"events": seen, "seconds": round(elapsed, 3), "events_per_s": round(seen / elapsed)}
+
+
+async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str) -> dict[str, Any]:
+    """Produce a fleet at ``rate``; latency of each decision from its request's send."""
+    prefix = bench.prefix(f"lat-{guarantee}")
+    await bench.topics(prefix)
+    lines = demo_fleet(sessions)
+    started = await asyncio.to_thread(
+        bench.workers, prefix, 1, SPANGUARD_PROCESSING_GUARANTEE=guarantee
+    )
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    requests = [orjson.loads(line)["event_id"] for line in lines if b'"eviction.requested"' in line]
+
+    async def consume() -> None:
+        async with OutputReader(bench.bootstrap, [f"{prefix}.decisions"]) as reader:
+            while len(latencies) < len(requests):
+                for record in await reader.poll(timeout_ms=100):
+                    now = time.time()
+                    cause = orjson.loads(record.value)["caused_by"]
+                    latencies.append(now - sent_at[cause])
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bench.bootstrap, acks="all", enable_idempotence=True, linger_ms=0
+        )
+        await producer.start()
+        try:
+            t0 = time.monotonic()
+            for i, line in enumerate(lines):
+                ahead = i / rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+                if b'"eviction.requested"' in line:
+                    sent_at[orjson.loads(line)["event_id"]] = time.time()
+                await producer.send(f"{prefix}.events", line, key=session_key(line))
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    try:
+        consumer = asyncio.create_task(consume())
+        await produce()
+        await asyncio.wait_for(consumer, timeout=300)
+    finally:
+        for worker in started:
+            await asyncio.to_thread(worker.stop)
+    ms = sorted(x * 1000 for x in latencies)
+    q = statistics.quantiles(ms, n=100)
+    return {
+        "guarantee": guarantee,
+        "sessions": sessions,
+        "rate": rate,
+        "decisions": len(ms),
+        "p50_ms": round(q[49], 1),
+        "p95_ms": round(q[94], 1),
+        "p99_ms": round(q[98], 1),
+        "max_ms": round(ms[-1], 1),
+    }
+
+
+def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
+    """Write ``sessions`` sessions' records straight into a changelog, then time a
+    fresh worker until it has restored them all."""
+    prefix = bench.prefix("restore")
+    engine = Engine(track_changes=True)
+    records: list[tuple[bytes, bytes | None]] = []
+    partition_of: dict[bytes, int] = {}
+    for i in range(sessions):
+        s = SessionScript(f"r-{i}", tenant=f"t{i % 7}")
+        for j in range(spans):
+            s.add(f"a{j}", f"turn {j} of order {40000 + j}")
+        s.score(*[(f"a{j}", 0.5) for j in range(spans)])
+        for n, line in enumerate(s.lines()):
+            engine.process_raw(line, Source("b", 0, n))
+        for key, value in engine.drain_changes():
+            records.append((key, value))
+            partition_of[key] = (murmur2(s.session_id.encode()) & 0x7FFFFFFF) % PARTITIONS
+    span_records = [len(k) + len(v or b"") for k, v in records if b'"s"' in k]
+    asyncio.run(bench.topics(prefix))
+
+    async def write() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bench.bootstrap, linger_ms=20, max_batch_size=1 << 20
+        )
+        await producer.start()
+        try:
+            futures = [
+                await producer.send(
+                    f"{prefix}-app-state-changelog", v, key=k, partition=partition_of[k]
+                )
+                for k, v in records
+            ]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    asyncio.run(_create_changelog(bench.bootstrap, f"{prefix}-app-state-changelog"))
+    asyncio.run(write())
+    t0 = time.monotonic()
+    [worker] = bench.workers(prefix, 1)
+    ready = time.monotonic() - t0
+    log = worker.log_text()
+    worker.stop()
+    restored = [line for line in log.splitlines() if "restored from the changelog" in line]
+    data = bench.home / f"data-{prefix}-w0"
+    size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
+    return {
+        "sessions": sessions,
+        "spans_per_session": spans,
+        "records": len(records),
+        "seconds_to_ready": round(ready, 2),
+        "restored_log": restored[-1:],
+        "span_record_bytes_mean": round(statistics.mean(span_records), 1),
+        "rocksdb_bytes_per_span": round(size / (sessions * spans), 1),
+    }
+
+
+async def _create_changelog(bootstrap: str, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(topic, PARTITIONS, 1, topic_configs={"cleanup.policy": "compact"})]
+        )
+    finally:
+        await admin.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    fleet = 100 if args.quick else 1000
+    lines = demo_fleet(fleet)
+    results: dict[str, Any] = {
+        "benchmark": "e2e",
+        "mode": "quick" if args.quick else "full",
+        "command": "python -m bench.e2e" + (" --quick" if args.quick else ""),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "nproc": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+    }
+    home = Path(tempfile.mkdtemp(prefix="spanguard-bench-"))
+    try:
+        with Bench(home) as bench:
+            raw = asyncio.run(passthrough(bench, lines))
+            one = worker_throughput(bench, lines, 1)
+            two = worker_throughput(bench, lines, 2)
+            results["throughput"] = {
+                "passthrough": raw,
+                "one_worker": one,
+                "two_workers": two,
+                "worker_vs_passthrough": round(one["events_per_s"] / raw["events_per_s"], 3),
+                "two_vs_one": round(two["events_per_s"] / one["events_per_s"], 3),
+            }
+            print(json.dumps(results["throughput"], indent=2))
+            lat_sessions = 100 if args.quick else 1000
+            results["latency"] = [
+                asyncio.run(gate_latency(bench, lat_sessions, 1000.0, g))
+                for g in ("at_least_once", "exactly_once")
+            ]
+            print(json.dumps(results["latency"], indent=2))
+            results["restore"] = restore(bench, 2000 if args.quick else 100_000, 3)
+            print(json.dumps(results["restore"], indent=2))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    RESULTS.mkdir(exist_ok=True)
+    name = "e2e-quick.json" if args.quick else "e2e.json"
+    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote bench/results/{name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ from streams.cli.demo import demo
 from streams.cli.kafka_cli import consume, produce, worker
 from streams.cli.kafka_cmd import kafka_app
 from streams.cli.replay import replay
+from streams.cli.sim_cli import quality, simulate
 
 app = typer.Typer(
     name="spanguard",
@@ -32,6 +33,8 @@ app.command()(worker)
 app.command()(produce)
 app.command()(consume)
 app.command()(demo)
+app.command()(simulate)
+app.command()(quality)
 app.add_typer(kafka_app, name="kafka", help="Run the project's local Kafka broker (KRaft).")
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from schemas import FaultKind, Severity
 from streams.engine.config import DEV_SECRET, EngineSettings
+from streams.fleet.config import FleetSettings
 
 
 class Settings(BaseSettings):
@@ -47,6 +48,14 @@ class Settings(BaseSettings):
     )
     ack_journal: Path | None = Field(
         None, description="append every output's broker ack (topic, partition, offset, time) here"
+    )
+    batch_size: int = Field(500, ge=1, description="input records processed per batch at most")
+    batch_within: float = Field(
+        0.01, gt=0, description="seconds to wait for a batch to fill (adds to latency)"
+    )
+    fleet: FleetSettings = Field(
+        default_factory=FleetSettings,
+        description="fleet monitoring: windows, alert rules, webhook (docs/monitoring.md)",
     )
     standby_replicas: int = Field(1, ge=0, description="standby table replicas per partition")
     broker_credentials: dict[str, str] | None = Field(
@@ -162,6 +171,8 @@ def settings_markdown() -> str:
         if isinstance(default, SecretStr):
             default = "(development secret)" if name == "secret" else "(unset)"
         shown = "" if default is None else f"`{default}`"
+        if isinstance(default, BaseModel):
+            shown = "see docs/monitoring.md"
         rows.append(f"| `SPANGUARD_{name.upper()}` | {shown} | {field.description or ''} |")
     return "\n".join(rows) + "\n"
 

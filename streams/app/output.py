@@ -93,13 +93,15 @@ class OutputProducer:
                 )
             )
 
-    async def emit(self, outputs: Sequence[OutputEvent], source_partition: int) -> None:
-        """Send ``outputs`` (in the engine's order) and wait for every ack."""
-        if not outputs:
-            return
-        causes = [o for o in outputs if not isinstance(o, EvictionDecided)]
-        decisions = [o for o in outputs if isinstance(o, EvictionDecided)]
-        sent = [(o, *await self._send(o, source_partition)) for o in causes]
-        await self._settle(sent)
-        for decision in decisions:
-            await self._settle([(decision, *await self._send(decision, source_partition))])
+    async def emit(self, batch: Sequence[tuple[Sequence[OutputEvent], int]]) -> None:
+        """Send the outputs of a batch of inputs (each with its input partition) and
+        wait for every ack: first everything but decisions, then the decisions."""
+        causes = [
+            (o, p) for outputs, p in batch for o in outputs if not isinstance(o, EvictionDecided)
+        ]
+        decisions = [
+            (o, p) for outputs, p in batch for o in outputs if isinstance(o, EvictionDecided)
+        ]
+        for group in (causes, decisions):
+            if group:
+                await self._settle([(o, *await self._send(o, p)) for o, p in group])

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import logging
 import ssl
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+from faust.streams import _current_event
 
+from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, OutputProducer, file_journal
-from streams.app.processor import Processor
+from streams.app.processor import InputRecord, Processor
 from streams.client.kafka_io import OUTPUT_SUFFIXES
 from streams.engine.engine import Engine
+from streams.engine.persist import Record
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,7 @@ class Topology:
     table: Any
     processor: Processor
     restored_sessions: list[int] = field(default_factory=list)
+    fleet: Fleet | None = None
 
 
 def faust_config(settings: Settings) -> dict[str, Any]:
@@ -121,7 +127,24 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
             transactional_id=transactional_id,
         )
 
-    processor = Processor(engine, OutputProducer(send, journal), table)
+    async def flush() -> None:
+        await app.producer.flush()
+
+    def persist(record: InputRecord, changes: Sequence[Record]) -> None:
+        # Faust picks a table write's changelog partition (and RocksDB column)
+        # from the "current event"; batches are written after their outputs are
+        # acknowledged, so each record's writes are made in its own event's name.
+        token = _current_event.set(weakref.ref(record.event))
+        try:
+            for key, value in changes:
+                if value is not None:
+                    table[key] = value
+                elif key in table:
+                    del table[key]
+        finally:
+            _current_event.reset(token)
+
+    processor = Processor(engine, OutputProducer(send, journal), persist, flush)
     topology = Topology(settings, app, events, outputs, table, processor)
 
     @table.on_recover
@@ -132,10 +155,15 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
 
     @app.agent(events, name="guard")
     async def guard(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within):
             await processor.handle(
-                message.topic, message.partition, message.offset, message.timestamp, event.value
+                [
+                    InputRecord(m.topic, m.partition, m.offset, m.timestamp, event.value, event)
+                    for event in batch
+                    for m in (event.message,)
+                ]
             )
 
+    if settings.fleet.enabled:
+        topology.fleet = install_fleet(topology)
     return topology

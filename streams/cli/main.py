@@ -11,6 +11,7 @@ from streams.cli.kafka_cli import consume, produce, worker
 from streams.cli.kafka_cmd import kafka_app
 from streams.cli.replay import replay
 from streams.cli.sim_cli import quality, simulate
+from streams.fleet.rules_cli import check_rules
 
 app = typer.Typer(
     name="spanguard",
@@ -35,6 +36,7 @@ app.command()(consume)
 app.command()(demo)
 app.command()(simulate)
 app.command()(quality)
+app.command(name="check-rules")(check_rules)
 app.add_typer(kafka_app, name="kafka", help="Run the project's local Kafka broker (KRaft).")
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from schemas import ID_FIELD
 from streams.client.kafka_io import OUTPUT_SUFFIXES, OutputReader, produce_lines
@@ -38,6 +40,9 @@ class Pipeline:
                 "SPANGUARD_WEB_ENABLED": "false",
                 "SPANGUARD_SESSION_TIMEOUT": "3",
                 "SPANGUARD_ACK_JOURNAL": str(self.tmp / f"journal-{name}.jsonl"),
+                "SPANGUARD_STANDBY_REPLICAS": "0",
+                # These tests compare outputs with replay, which makes no fleet alerts.
+                "SPANGUARD_FLEET": '{"enabled": false}',
             }
         )
         env.update(self.settings)
@@ -63,6 +68,32 @@ class Pipeline:
 
     def produce(self, lines: Iterable[bytes]) -> int:
         return asyncio.run(produce_lines(self.bootstrap, self.topic("events"), list(lines)))
+
+    def wait_committed(self, timeout: float = 120.0) -> None:
+        """Wait until the workers' group has committed every input offset: all of it is
+        processed, its outputs acknowledged and its changelog flushed."""
+        asyncio.run(self._wait_committed(timeout))
+
+    async def _wait_committed(self, timeout: float) -> None:
+        topic = self.topic("events")
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        await consumer.start()
+        try:
+            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+            ends = await consumer.end_offsets(parts)
+            deadline = time.monotonic() + timeout
+            while True:
+                committed = await admin.list_consumer_group_offsets(f"{self.prefix}-app")
+                if all(tp in committed and committed[tp].offset >= end for tp, end in ends.items()):
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"offsets not committed after {timeout}s: {committed}")
+                await asyncio.sleep(0.2)
+        finally:
+            await consumer.stop()
+            await admin.close()
 
     def read_until(self, done: Done, timeout: float = 120.0, idle: float = 3.0) -> list[bytes]:
         """Read every output topic from the beginning until ``done(records)`` holds and

@@ -1,0 +1,196 @@
+"""The worker's HTTP API and dashboard, on Faust's web server (aiohttp underneath).
+
+| path | what | auth |
+|---|---|---|
+| ``GET /`` | the dashboard (one static page; it calls the API) | open |
+| ``GET /metrics`` | Prometheus text exposition | token |
+| ``GET /fleet?windows=1&tenants=200`` | every worker's tenants, alerts, worst sessions | token |
+| ``GET /fleet/local?windows=1`` | this worker's part of ``/fleet`` | token |
+| ``GET /sessions/{tenant}/{session_id}`` | the session inspector (routed to its worker) | token |
+| ``GET /healthz`` | the process answers | open |
+| ``GET /readyz`` | 200 once past table recovery, else 503 | open |
+
+With ``api_token`` set, "token" routes want ``Authorization: Bearer <token>``.
+The server binds ``web_host`` (127.0.0.1 by default). No route returns span
+text: the state has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import faust
+from yarl import URL
+
+from streams.fleet.fleet_view import MAX_TENANTS, merge_views
+
+if TYPE_CHECKING:
+    from streams.app.fleet import Fleet
+    from streams.app.topology import Topology
+
+log = logging.getLogger(__name__)
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PEER_TIMEOUT = 2.0
+"""Seconds to wait for another worker's part of ``/fleet``."""
+
+
+def dashboard_html() -> bytes:
+    """The dashboard page (``streams/fleet/static/dashboard.html``)."""
+    return resources.files("streams.fleet").joinpath("static/dashboard.html").read_bytes()
+
+
+def install_web(topology: Topology, fleet: Fleet) -> None:
+    """Register the API and the dashboard on the topology's app."""
+    app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
+    token = topology.settings.api_token
+    secret = token.get_secret_value().encode("utf-8") if token is not None else None
+    page = dashboard_html()
+
+    def denied(view: Any, request: Any) -> Any | None:
+        """None when the request may pass, else the 401 response."""
+        if secret is None:
+            return None
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode("utf-8"), secret):
+            return None
+        return view.json(
+            {"error": "unauthorized", "detail": "send Authorization: Bearer <api_token>"},
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="spanguard"'},
+        )
+
+    class Dashboard(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            return self.bytes(page, content_type="text/html", headers=_no_store())
+
+    class Metrics(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            if (refusal := denied(self, request)) is not None:
+                return refusal
+            response = self.bytes(fleet.metrics.render())
+            response.headers["Content-Type"] = METRICS_CONTENT_TYPE
+            return response
+
+    retention = fleet.settings.retention_windows
+
+    class FleetLocal(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            if (refusal := denied(self, request)) is not None:
+                return refusal
+            windows = _int_param(request, "windows", 1, 0, retention)
+            return self.json(fleet.local_view(windows), headers=_no_store())
+
+    class FleetAll(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            if (refusal := denied(self, request)) is not None:
+                return refusal
+            windows = _int_param(request, "windows", 1, 0, retention)
+            tenants = _int_param(request, "tenants", MAX_TENANTS, 1, 100_000)
+            parts, unreachable = await _gather_parts(fleet, request, windows)
+            return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
+
+    async def session_local(view: Any, request: Any, tenant: str, session_id: str) -> Any:
+        found = fleet.session(tenant, session_id)
+        if found is None:
+            return view.json(
+                {"error": "not_found", "tenant": tenant, "session_id": session_id}, status=404
+            )
+        return view.json(found, headers=_no_store())
+
+    # The session's state lives on the worker that owns its partition of
+    # <prefix>.events (keyed by session id); Faust forwards the request there.
+    session_here = app.topic_route(topic=topology.events, match_info="session_id")(session_local)
+
+    class Session(faust.web.View):
+        async def get(self, request: Any, tenant: str, session_id: str) -> Any:
+            if (refusal := denied(self, request)) is not None:
+                return refusal
+            return await session_here(self, request, tenant=tenant, session_id=session_id)
+
+    class Healthz(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            return self.json({"status": "ok"})
+
+    class Readyz(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            ready = fleet.ready()
+            return self.json({"ready": ready}, status=200 if ready else 503)
+
+    app.page("/")(Dashboard)
+    app.page("/metrics")(Metrics)
+    app.page("/fleet")(FleetAll)
+    app.page("/fleet/local")(FleetLocal)
+    app.page("/sessions/{tenant}/{session_id}")(Session)
+    app.page("/healthz")(Healthz)
+    app.page("/readyz")(Readyz)
+
+
+def _no_store() -> dict[str, str]:
+    return {"Cache-Control": "no-store"}
+
+
+def peer_urls(fleet: Fleet) -> list[URL]:
+    """The web URLs of the other workers of the group (from the partition assignor)."""
+    app = fleet.topology.app
+    own = _ident(URL(str(app.conf.canonical_url)))
+    found: dict[tuple[str, int], URL] = {}
+    try:
+        metadata = app.router.tables_metadata()
+    except (AttributeError, KeyError):
+        return []
+    for url in metadata:
+        parsed = URL(str(url))
+        if _ident(parsed) != own:
+            found[_ident(parsed)] = parsed
+    return list(found.values())
+
+
+def _int_param(request: Any, name: str, default: int, low: int, high: int) -> int:
+    """A bounded integer query parameter (the default when absent or not a number)."""
+    try:
+        value = int(request.query.get(name, default))
+    except (TypeError, ValueError):
+        return default
+    return max(low, min(high, value))
+
+
+async def _gather_parts(
+    fleet: Fleet, request: Any, windows: int
+) -> tuple[list[dict[str, Any]], int]:
+    """This worker's part and every peer's ``/fleet/local``; peers that do not answer
+    in time are counted as unreachable (the view is then partial)."""
+    app = fleet.topology.app
+    headers = {}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
+
+    async def fetch(url: URL) -> dict[str, Any] | None:
+        try:
+            async with app.http_client.get(
+                url.with_path("/fleet/local").with_query(windows=windows),
+                headers=headers,
+                timeout=timeout,
+            ) as response:
+                if response.status != 200:
+                    return None
+                data = await response.json()
+                return data if isinstance(data, dict) else None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.warning("fleet view: worker %s did not answer: %s", url, exc)
+            return None
+
+    peers = await asyncio.gather(*(fetch(url) for url in peer_urls(fleet)))
+    parts = [fleet.local_view(windows), *(p for p in peers if p is not None)]
+    return parts, sum(1 for p in peers if p is None)
+
+
+def _ident(url: URL) -> tuple[str, int]:
+    return (url.host or "", url.port or 80)

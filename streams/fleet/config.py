@@ -1,0 +1,79 @@
+"""The fleet monitor's settings: windows, alert rules, repeat interval, label caps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FleetSettings(BaseModel):
+    """Every knob of fleet monitoring.
+
+    A deployment sets them under ``fleet`` in the settings (TOML ``[fleet]``, or
+    ``SPANGUARD_FLEET='{"window_seconds": 30}'``); :meth:`from_settings` reads them.
+    Times are seconds. Window edges and the repeat interval are measured in event
+    time (the events' ``ts``); only ``idle_seconds`` and ``tick_seconds`` are wall
+    clock, because they exist for tenants whose events stopped.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(
+        True, description="install fleet monitoring in the worker (checked by build_topology)"
+    )
+    window_seconds: float = Field(60.0, gt=0, description="tumbling window size")
+    grace_seconds: float = Field(
+        10.0, ge=0, description="event time past a window's end before it counts as closed"
+    )
+    idle_seconds: float = Field(
+        90.0,
+        gt=0,
+        description="wall time without observations after which a tenant's windows close",
+    )
+    retention_windows: int = Field(
+        60, ge=2, description="windows kept per tenant (views, chart, table expiry)"
+    )
+    rules_file: Path | None = Field(
+        None, description="alert rules (YAML, docs/monitoring.md); built-in rules when unset"
+    )
+    repeat_interval_seconds: float = Field(
+        3600.0, ge=0, description="a firing alert is re-sent at most this often"
+    )
+    max_tenant_labels: int = Field(
+        50, ge=1, description="tenants with their own metric label; the rest are 'other'"
+    )
+    alert_sample_sessions: int = Field(5, ge=0, description="sessions listed in an alert")
+    top_sessions: int = Field(20, ge=1, description="worst sessions tracked per tenant window")
+    ring_size: int = Field(64, ge=1, description="recent records kept per session (inspector)")
+    ring_sessions: int = Field(
+        2000, ge=1, description="sessions whose recent records a worker keeps (LRU)"
+    )
+    dedup_ids: int = Field(
+        100_000, ge=0, description="output ids remembered to drop re-delivered outputs"
+    )
+    tick_seconds: float = Field(
+        2.0, gt=0, description="timer: activity flush, idle windows, lag, alert gauges"
+    )
+    webhook_url: str | None = Field(
+        None, description="Alertmanager-compatible webhook receiving every alert"
+    )
+    webhook_timeout_seconds: float = Field(5.0, gt=0, description="per webhook attempt")
+    webhook_attempts: int = Field(3, ge=1, description="attempts per alert before giving up")
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> FleetSettings:
+        """The ``fleet`` field of a :class:`~streams.settings.Settings`, or the defaults
+        when the deployment settings have none (older settings class)."""
+        value = getattr(settings, "fleet", None)
+        if isinstance(value, FleetSettings):
+            return value
+        if isinstance(value, dict):
+            return cls.model_validate(value)
+        return cls()
+
+    @property
+    def retention_seconds(self) -> float:
+        """How long a window is kept after its start."""
+        return self.window_seconds * self.retention_windows

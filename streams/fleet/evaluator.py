@@ -1,0 +1,266 @@
+"""The fleet monitor's core: observations in, window counts and alerts out, no I/O.
+
+One :class:`FleetEvaluator` holds the tenants whose observations reach it (in
+the worker: the tenants of its partitions of ``<prefix>.fleet``). For each
+observation it counts into the tenant's window, fires the instant rules on
+that window, advances the tenant's event-time watermark and closes the windows
+that lie ``grace_seconds`` behind it: the share rules are judged on closed
+windows and alerts whose next window closed quietly are resolved. A timer tick
+closes the windows of a tenant that has been silent for ``idle_seconds`` of
+wall time (its watermark would never move again).
+
+The Faust layer persists what :class:`Outcome` names (changed windows, changed
+tenant records) and restores it with :meth:`FleetEvaluator.restore`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import FleetAlert
+from streams.fleet.aggregates import Window, WindowCounts, window_of
+from streams.fleet.alerts import AlertBook, AlertState
+from streams.fleet.config import FleetSettings
+from streams.fleet.observations import Observation
+from streams.fleet.rules import Rule
+
+
+@dataclass(slots=True)
+class TenantState:
+    """One tenant: its retained windows, watermark and alerts."""
+
+    tenant: str
+    book: AlertBook
+    windows: dict[float, WindowCounts] = field(default_factory=dict)
+    watermark: float | None = None
+    """Highest observation ``ts`` seen (event time)."""
+    closed_through: float = 0.0
+    """Windows ending at or before this are closed: judged, never re-judged."""
+    last_seen_wall: float = 0.0
+    """Wall time of the last observation (for idle closing; not persisted)."""
+
+    def newest(self) -> float | None:
+        """Start of the newest retained window."""
+        return max(self.windows) if self.windows else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The tenant record of the alert table (windows are stored separately)."""
+        return {
+            "watermark": self.watermark,
+            "closed_through": self.closed_through,
+            "alerts": self.book.to_json(),
+        }
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one observation or tick changed, for the Faust layer to send and persist."""
+
+    tenant: str
+    alerts: list[FleetAlert] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    tenant_changed: bool = False
+
+
+class FleetEvaluator:
+    """Window counts and alert state of many tenants."""
+
+    def __init__(self, settings: FleetSettings, rules: list[Rule]) -> None:
+        self.settings = settings
+        self.rules = rules
+        self.tenants: dict[str, TenantState] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._rules_by_name = {rule.name: rule for rule in rules}
+
+    # -- entry points ----------------------------------------------------
+
+    def handle(self, obs: Observation, now: float) -> Outcome:
+        """Process one observation or tick (``now`` is the wall clock, seconds)."""
+        if obs.kind == "tick":
+            return self.tick(obs.tenant, now)
+        return self.observe(obs, now)
+
+    def observe(self, obs: Observation, now: float) -> Outcome:
+        """Count one observation and evaluate the rules it may trigger."""
+        outcome = Outcome(obs.tenant)
+        if obs.output_id is not None and self._duplicate(obs.output_id):
+            return outcome
+        state = self._tenant(obs.tenant)
+        state.last_seen_wall = now
+        size = self.settings.window_seconds
+        window = window_of(obs.ts, size)
+        newest = state.newest()
+        if newest is not None and window.start <= newest - self.settings.retention_seconds:
+            return outcome  # older than anything retained: nothing to add it to
+        counts = state.windows.get(window.start)
+        if counts is None:
+            counts = state.windows[window.start] = self._new_counts()
+            self._prune(state)
+        counts.add(obs, self.settings.alert_sample_sessions)
+        outcome.windows.append(window)
+        if window.end > state.closed_through:
+            # A late observation (its window already judged) is counted for the
+            # views but judged no more: verdicts are final once a window closes.
+            for rule in self.rules:
+                if rule.instant:
+                    outcome.alerts.extend(self._verdict(state, rule, window, counts, obs.ts))
+        if state.watermark is None or obs.ts > state.watermark:
+            state.watermark = obs.ts
+        closed_before = state.closed_through
+        outcome.alerts.extend(self._close(state, state.watermark - self.settings.grace_seconds))
+        # The tenant record changes with alerts and closed windows only (a few times
+        # per window); the watermark alone is not worth a write: restore() derives it.
+        outcome.tenant_changed = bool(outcome.alerts) or state.closed_through != closed_before
+        return outcome
+
+    def tick(self, tenant: str, now: float) -> Outcome:
+        """Close the windows of ``tenant`` when it has been silent for ``idle_seconds``."""
+        outcome = Outcome(tenant)
+        state = self.tenants.get(tenant)
+        if state is None or not self._idle(state, now):
+            return outcome
+        limit = self._open_limit(state)
+        if limit is None:
+            return outcome
+        outcome.alerts.extend(self._close(state, limit))
+        outcome.tenant_changed = True
+        return outcome
+
+    def ticks_due(self, now: float) -> list[str]:
+        """Tenants silent for ``idle_seconds`` with windows or alerts still open."""
+        return [t for t, s in self.tenants.items() if self._idle(s, now) and self._open_limit(s)]
+
+    # -- views -----------------------------------------------------------
+
+    def counts(self, tenant: str, window: Window) -> WindowCounts | None:
+        """The counts of one tenant window, if retained."""
+        state = self.tenants.get(tenant)
+        return state.windows.get(window.start) if state is not None else None
+
+    def active_alerts(self) -> list[tuple[str, AlertState]]:
+        """Every firing alert, as (tenant, state)."""
+        return [(t, a) for t, s in self.tenants.items() for a in s.book.active()]
+
+    def tenant_record(self, tenant: str) -> dict[str, Any]:
+        """What the alert table stores for ``tenant``."""
+        return self.tenants[tenant].to_json()
+
+    def window_record(self, tenant: str, window: Window) -> dict[str, Any]:
+        """What the windowed table stores for one tenant window."""
+        return self.tenants[tenant].windows[window.start].to_json()
+
+    # -- persistence -----------------------------------------------------
+
+    def restore(
+        self,
+        tenant_records: Iterable[tuple[str, dict[str, Any]]],
+        window_records: Iterable[tuple[str, float, dict[str, Any]]],
+        now: float,
+    ) -> int:
+        """Replace every tenant with the stored records; returns how many tenants.
+
+        Idle timers restart at ``now``: the wall time of the previous owner is
+        not known, so a tenant gets a full ``idle_seconds`` before its windows close.
+        """
+        self.tenants.clear()
+        for tenant, record in tenant_records:
+            state = self._tenant(tenant)
+            watermark = record.get("watermark")
+            state.watermark = float(watermark) if watermark is not None else None
+            state.closed_through = float(record.get("closed_through", 0.0))
+            state.book.load(record.get("alerts", {}))
+        for tenant, start, record in window_records:
+            self._tenant(tenant).windows[float(start)] = WindowCounts.from_json(record)
+        for state in self.tenants.values():
+            state.last_seen_wall = now
+            newest_ts = max((c.last_ts for c in state.windows.values()), default=None)
+            if newest_ts is not None and (state.watermark is None or newest_ts > state.watermark):
+                state.watermark = newest_ts
+            self._prune(state)
+        return len(self.tenants)
+
+    # -- internals -------------------------------------------------------
+
+    def _tenant(self, tenant: str) -> TenantState:
+        state = self.tenants.get(tenant)
+        if state is None:
+            book = AlertBook(tenant, self.settings.repeat_interval_seconds)
+            state = self.tenants[tenant] = TenantState(tenant, book)
+        return state
+
+    def _new_counts(self) -> WindowCounts:
+        counts = WindowCounts()
+        counts.top.capacity = self.settings.top_sessions
+        return counts
+
+    def _duplicate(self, output_id: str) -> bool:
+        limit = self.settings.dedup_ids
+        if limit <= 0:
+            return False
+        if output_id in self._seen:
+            self._seen.move_to_end(output_id)
+            return True
+        self._seen[output_id] = None
+        if len(self._seen) > limit:
+            self._seen.popitem(last=False)
+        return False
+
+    def _prune(self, state: TenantState) -> None:
+        newest = state.newest()
+        if newest is None:
+            return
+        cutoff = newest - self.settings.retention_seconds
+        for start in [s for s in state.windows if s <= cutoff]:
+            del state.windows[start]
+
+    def _verdict(
+        self, state: TenantState, rule: Rule, window: Window, counts: WindowCounts, ts: float
+    ) -> list[FleetAlert]:
+        verdict = rule.evaluate(counts, self.settings.alert_sample_sessions)
+        if not verdict.firing:
+            return []
+        alert = state.book.fire(rule, window, verdict, ts)
+        return [alert] if alert is not None else []
+
+    def _close(self, state: TenantState, limit: float) -> list[FleetAlert]:
+        if limit <= state.closed_through:
+            return []
+        size = self.settings.window_seconds
+        alerts: list[FleetAlert] = []
+        for start in sorted(state.windows):
+            window = Window(start, start + size)
+            if not state.closed_through < window.end <= limit:
+                continue
+            for rule in self.rules:
+                if not rule.instant:
+                    alerts.extend(
+                        self._verdict(state, rule, window, state.windows[start], window.end)
+                    )
+        state.closed_through = limit
+        alerts.extend(state.book.resolve_closed(limit, lambda rule, w: self._count(state, rule, w)))
+        return alerts
+
+    def _count(self, state: TenantState, rule_name: str, window: Window) -> int:
+        rule = self._rules_by_name.get(rule_name)
+        counts = state.windows.get(window.start)
+        if rule is None or counts is None:
+            return 0
+        return rule.evaluate(counts, 0).count
+
+    def _idle(self, state: TenantState, now: float) -> bool:
+        return now - state.last_seen_wall >= self.settings.idle_seconds
+
+    def _open_limit(self, state: TenantState) -> float | None:
+        """Where an idle close must reach to judge every open window and resolve every
+        alert that can resolve: the end of the window after the newest; None when
+        nothing is open."""
+        newest = state.newest()
+        candidates = [newest + 2 * self.settings.window_seconds] if newest is not None else []
+        candidates += [a.last_window.next().end for a in state.book.active()]
+        limit = max(candidates, default=None)
+        if limit is None or limit <= state.closed_through:
+            return None
+        return limit

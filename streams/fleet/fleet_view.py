@@ -1,0 +1,179 @@
+"""``GET /fleet``: the tenants' windows, the active alerts and the worst sessions.
+
+Each worker holds the tenants of its own partitions of ``<prefix>.fleet``;
+:func:`local_view` is that part, :func:`merge_views` joins the parts of every
+worker into the fleet (tenants are disjoint between workers). Each part already
+sums its tenants into the chart's series (faults per window, by kind) and the
+totals, so the merged answer stays small however many tenants there are: per
+tenant it lists only the newest ``windows`` windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from streams.fleet.aggregates import Window
+from streams.fleet.evaluator import FleetEvaluator
+from streams.fleet.observations import to_datetime
+from streams.fleet.topk import SpaceSaving
+
+WORST = 10
+"""Sessions in the worst-sessions list."""
+SERIES_WINDOWS = 30
+"""Windows in the chart's series (the newest ones)."""
+MAX_TENANTS = 200
+"""Tenants listed by default (the most faults in their newest window first)."""
+
+_TOTALS = ("faults", "events", "sessions", "cycles", "healthy_cycles")
+
+
+def iso(ts: float | None) -> str | None:
+    """Seconds since the epoch -> RFC 3339 UTC text."""
+    if ts is None:
+        return None
+    return to_datetime(ts).isoformat().replace("+00:00", "Z")
+
+
+def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
+    """This worker's tenants, each with its newest ``windows`` windows, plus its
+    share of the series, totals, alerts and worst sessions."""
+    size = evaluator.settings.window_seconds
+    tenants = []
+    alerts = []
+    worst: list[dict[str, Any]] = []
+    series: dict[float, dict[str, int]] = {}
+    totals = dict.fromkeys(_TOTALS, 0)
+    for name in sorted(evaluator.tenants):
+        state = evaluator.tenants[name]
+        recent = sorted(state.windows)[-SERIES_WINDOWS:]
+        for start in recent:
+            counts = state.windows[start]
+            bucket = series.setdefault(start, {})
+            for kind, n in counts.by_kind().items():
+                bucket[kind] = bucket.get(kind, 0) + n
+            totals["faults"] += counts.fault_total
+            totals["events"] += counts.events
+            totals["sessions"] += counts.sessions
+            totals["cycles"] += counts.cycles
+            totals["healthy_cycles"] += counts.healthy
+        rows = []
+        for start in recent[-windows:] if windows > 0 else []:
+            window = Window(start, start + size)
+            rows.append(
+                {
+                    "start": iso(window.start),
+                    "end": iso(window.end),
+                    "start_ts": window.start,
+                    "closed": window.end <= state.closed_through,
+                    **state.windows[start].summary(),
+                }
+            )
+        tenants.append(
+            {
+                "tenant": name,
+                "watermark": iso(state.watermark),
+                "windows": rows,
+                "active_alerts": len(state.book.active()),
+            }
+        )
+        for alert in state.book.active():
+            alerts.append(
+                {
+                    "tenant": name,
+                    "rule": alert.rule,
+                    "severity": alert.severity.value,
+                    "status": alert.status,
+                    "since": iso(alert.first_window.start),
+                    "window": {
+                        "start": iso(alert.last_window.start),
+                        "end": iso(alert.last_window.end),
+                    },
+                    "count": alert.count,
+                    "sessions": alert.sessions,
+                }
+            )
+        merged = SpaceSaving.merged((state.windows[s].top for s in recent), WORST)
+        worst.extend(
+            {"tenant": name, "session_id": session, "score": score, "error": error}
+            for session, score, error in merged.top(WORST)
+        )
+    return {
+        "window_seconds": size,
+        "tenants": tenants,
+        "alerts": alerts,
+        "worst": worst,
+        "series": [[start, kinds] for start, kinds in sorted(series.items())],
+        "totals": totals,
+    }
+
+
+def merge_views(
+    parts: Sequence[dict[str, Any]], unreachable: int = 0, max_tenants: int = MAX_TENANTS
+) -> dict[str, Any]:
+    """The fleet view from every worker's :func:`local_view`."""
+    size = next((p["window_seconds"] for p in parts if "window_seconds" in p), 60.0)
+    tenants: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for tenant in part.get("tenants", []):
+            tenants.setdefault(tenant["tenant"], tenant)
+    alerts = [a for p in parts for a in p.get("alerts", [])]
+    alerts.sort(key=lambda a: (-_severity_rank(a["severity"]), a["tenant"], a["rule"]))
+    worst = [w for p in parts for w in p.get("worst", [])]
+    worst.sort(key=lambda w: (-w["score"], w["tenant"], w["session_id"]))
+    ordered = sorted(tenants.values(), key=lambda t: (-_newest_faults(t), t["tenant"]))
+    totals = dict.fromkeys(_TOTALS, 0)
+    for part in parts:
+        for key in _TOTALS:
+            totals[key] += int(part.get("totals", {}).get(key, 0))
+    return {
+        "window_seconds": size,
+        "tenant_count": len(ordered),
+        "tenants": ordered[:max_tenants],
+        "alerts": alerts,
+        "worst_sessions": worst[:WORST],
+        "series": _series(parts, size),
+        "totals": {
+            "tenants": len(ordered),
+            "faults": totals["faults"],
+            "events": totals["events"],
+            "session_windows": totals["sessions"],
+            "cycles": totals["cycles"],
+            "healthy_share": (
+                totals["healthy_cycles"] / totals["cycles"] if totals["cycles"] else None
+            ),
+        },
+        "workers": len(parts),
+        "unreachable_workers": unreachable,
+    }
+
+
+def _series(parts: Sequence[dict[str, Any]], size: float) -> dict[str, Any]:
+    summed: dict[float, dict[str, int]] = {}
+    for part in parts:
+        for start, kinds in part.get("series", []):
+            bucket = summed.setdefault(float(start), {})
+            for kind, n in kinds.items():
+                bucket[kind] = bucket.get(kind, 0) + int(n)
+    # A fixed, continuous axis ending at the newest window: windows in which
+    # nothing happened are zeros, not gaps, and one busy window is one bar.
+    last = max(summed, default=None)
+    starts = [last - size * i for i in reversed(range(SERIES_WINDOWS))] if last is not None else []
+    per_minute = 60.0 / size
+    by_kind: dict[str, list[float]] = {}
+    for at, start in enumerate(starts):
+        for kind, n in summed.get(start, {}).items():
+            by_kind.setdefault(kind, [0.0] * len(starts))[at] = n * per_minute
+    return {
+        "starts": [iso(s) for s in starts],
+        "faults_per_minute_by_kind": dict(sorted(by_kind.items())),
+    }
+
+
+def _newest_faults(tenant: dict[str, Any]) -> int:
+    rows = tenant.get("windows") or []
+    return int(rows[-1]["faults"]) if rows else 0
+
+
+def _severity_rank(severity: str) -> int:
+    return {"critical": 2, "warning": 1}.get(severity, 0)

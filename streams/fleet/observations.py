@@ -1,0 +1,165 @@
+"""What the fleet counts: one small record per output, activity batch or timer tick.
+
+Observations travel on ``<prefix>.fleet``, keyed by tenant, so that every
+observation of one tenant reaches the one worker that aggregates that tenant,
+whichever worker produced it. They hold ids, kinds and counts: never span text,
+and the session id only where a sample or the worst-sessions list needs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+ObservationKind = Literal["fault", "pin", "recompute", "decision", "activity", "tick"]
+
+_KIND_OF_OUTPUT: dict[str, ObservationKind] = {
+    "integrity.fault": "fault",
+    "span.pinned": "pin",
+    "scores.recompute_requested": "recompute",
+    "eviction.decided": "decision",
+}
+_ID_OF_OUTPUT = {
+    "integrity.fault": "fault_id",
+    "span.pinned": "pin_id",
+    "scores.recompute_requested": "recompute_id",
+    "eviction.decided": "decision_id",
+}
+
+
+@dataclass(slots=True)
+class Observation:
+    """One thing the fleet counts, for one tenant at one event time.
+
+    ``ts`` is seconds since the epoch: the output's own ``ts`` (the time of the
+    input event that caused it), so window edges follow event time. A ``tick``
+    carries the sender's wall clock in ``ts`` instead; it counts nothing and
+    only lets idle tenants' windows close.
+    """
+
+    kind: ObservationKind
+    tenant: str
+    ts: float
+    session_id: str | None = None
+    output_id: str | None = None
+    """The output's own id, to drop a re-delivered output (at-least-once)."""
+    fault_kind: str | None = None
+    severity: str | None = None
+    action: str | None = None
+    # activity (a worker's batch for one tenant and window)
+    events: int = 0
+    sessions: int = 0
+    """Sessions seen for the first time in this window by the sending worker."""
+    cycles: int = 0
+    healthy: int = 0
+    unhealthy_sessions: list[str] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        """Compact JSON, without the fields that are empty for this kind."""
+        data: dict[str, Any] = {"kind": self.kind, "tenant": self.tenant, "ts": self.ts}
+        for name in ("session_id", "output_id", "fault_kind", "severity", "action"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        if self.kind == "activity":
+            data.update(
+                events=self.events,
+                sessions=self.sessions,
+                cycles=self.cycles,
+                healthy=self.healthy,
+                unhealthy_sessions=self.unhealthy_sessions,
+            )
+        return orjson.dumps(data)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Observation | None:
+        """Parse :meth:`to_bytes` output; None for anything else (never raises)."""
+        try:
+            data = orjson.loads(raw)
+            kind = data["kind"]
+            if kind not in ("fault", "pin", "recompute", "decision", "activity", "tick"):
+                return None
+            unhealthy = data.get("unhealthy_sessions") or []
+            return cls(
+                kind=kind,
+                tenant=str(data["tenant"]),
+                ts=float(data["ts"]),
+                session_id=_opt_str(data.get("session_id")),
+                output_id=_opt_str(data.get("output_id")),
+                fault_kind=_opt_str(data.get("fault_kind")),
+                severity=_opt_str(data.get("severity")),
+                action=_opt_str(data.get("action")),
+                events=int(data.get("events", 0)),
+                sessions=int(data.get("sessions", 0)),
+                cycles=int(data.get("cycles", 0)),
+                healthy=int(data.get("healthy", 0)),
+                unhealthy_sessions=[str(s) for s in unhealthy],
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+
+def observation_from_output(raw: bytes) -> Observation | None:
+    """The observation of one output record (fault, pin, recompute, decision).
+
+    Reads the JSON directly rather than validating the whole contract model: the
+    fleet needs five fields and reads every output of the fleet. Returns None
+    for other outputs and for records it cannot read.
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return observation_from_dict(data)
+
+
+def observation_from_dict(data: dict[str, Any]) -> Observation | None:
+    """Like :func:`observation_from_output`, from an already parsed output."""
+    type_name = data.get("type")
+    kind = _KIND_OF_OUTPUT.get(type_name) if isinstance(type_name, str) else None
+    tenant = data.get("tenant")
+    ts = parse_ts(data.get("ts"))
+    if kind is None or not isinstance(tenant, str) or ts is None:
+        return None
+    assert isinstance(type_name, str)
+    return Observation(
+        kind=kind,
+        tenant=tenant,
+        ts=ts,
+        session_id=_opt_str(data.get("session_id")),
+        output_id=_opt_str(data.get(_ID_OF_OUTPUT[type_name])),
+        fault_kind=_opt_str(data.get("kind")) if kind == "fault" else None,
+        severity=_opt_str(data.get("severity")) if kind == "fault" else None,
+        action=_opt_str(data.get("action")) if kind == "decision" else None,
+    )
+
+
+def parse_ts(value: Any) -> float | None:
+    """RFC 3339 text (or a datetime) -> seconds since the epoch; None when unreadable
+    or without an offset (the contract's times always carry one)."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp()
+
+
+def to_datetime(ts: float) -> datetime:
+    """Seconds since the epoch -> an aware UTC datetime."""
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

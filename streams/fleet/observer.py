@@ -1,0 +1,144 @@
+"""The processor's hooks: metrics, session timelines and activity.
+
+The processor calls :meth:`RecordObserver.record` right after the engine
+processed each input record (so that the engine's cycle counters, read before
+and after, belong to that record), and :meth:`RecordObserver.batch` once a
+batch's outputs are acknowledged and its state written (the latency of each of
+its records: from the start of the batch until then). The observer parses the
+raw record again for its tenant, session, ts and type (the engine does not
+return them): with orjson that costs about as much as reading them from the
+decoded model, about 9 us per record in all. It never raises into the processor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+from schemas import OutputEvent
+from streams.engine.engine import Engine
+from streams.fleet.activity import ActivityTracker
+from streams.fleet.metrics import EngineFigures, FleetMetrics
+from streams.fleet.observations import parse_ts
+from streams.fleet.recent import RecentRecords, input_summary, outputs_summary
+
+log = logging.getLogger(__name__)
+
+
+class ProcessorObserver(Protocol):
+    """What the processor calls (``Processor.observer``)."""
+
+    def record(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
+        """One input record was processed by the engine, with these outputs."""
+
+    def batch(self, records: int, seconds: float) -> None:
+        """A batch of ``records`` is done (outputs acked, state written) in ``seconds``."""
+
+
+class RecordObserver:
+    """Implements :class:`ProcessorObserver` for one worker."""
+
+    def __init__(
+        self,
+        metrics: FleetMetrics,
+        activity: ActivityTracker,
+        recent: RecentRecords,
+        cycles: Callable[[], tuple[int, int]],
+    ) -> None:
+        """``cycles()`` reads the engine's (closed, healthy) rewrite-cycle counters."""
+        self.metrics = metrics
+        self.activity = activity
+        self.recent = recent
+        self._read_cycles = cycles
+        self._cycles, self._healthy = cycles()
+
+    def record(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
+        """Observe one processed record (see the module docstring)."""
+        try:
+            self._observe(value, outputs)
+        except Exception:  # monitoring must never stop the guard
+            log.exception("fleet observer failed on a record; it is skipped")
+
+    def batch(self, records: int, seconds: float) -> None:
+        """Record the processing latency of each record of a finished batch."""
+        for _ in range(records):
+            self.metrics.latency.observe(seconds)
+
+    def _observe(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
+        data = _parse(value)
+        tenant = _text(data, "tenant")
+        session = _text(data, "session_id")
+        self.metrics.observe_record(tenant, outputs)
+        cycles, healthy = self._cycle_delta()
+        if data is None or tenant is None or session is None:
+            return
+        ts = parse_ts(data.get("ts"))
+        if ts is None:
+            ts = _first_output_ts(outputs)
+        if ts is not None:
+            self.activity.record(tenant, session, ts, cycles, healthy)
+        entry = input_summary(data)
+        entry["outputs"] = outputs_summary(outputs)
+        self.recent.record(tenant, session, entry)
+
+    def _cycle_delta(self) -> tuple[int, int]:
+        # The engine counts cycles per worker; the delta since the previous record
+        # belongs to this record (one record at a time, on one event loop).
+        closed, healthy_total = self._read_cycles()
+        cycles = max(0, closed - self._cycles)
+        healthy = max(0, healthy_total - self._healthy)
+        self._cycles, self._healthy = closed, healthy_total
+        return cycles, min(healthy, cycles)
+
+
+def _parse(value: bytes | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    try:
+        data = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _text(data: dict[str, Any] | None, name: str) -> str | None:
+    if data is None:
+        return None
+    value = data.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _first_output_ts(outputs: Sequence[OutputEvent]) -> float | None:
+    for event in outputs:
+        return event.ts.timestamp()
+    return None
+
+
+def engine_cycles(engine: Engine) -> Callable[[], tuple[int, int]]:
+    """Reads an engine's (closed, healthy) rewrite-cycle counters."""
+    stats = engine.stats
+
+    def read() -> tuple[int, int]:
+        return stats.cycles_closed, stats.cycles_healthy
+
+    return read
+
+
+def engine_figures(engine: Engine) -> Callable[[], EngineFigures]:
+    """Reads an :class:`~streams.engine.engine.Engine`'s counters (for metrics and cycles)."""
+
+    def read() -> EngineFigures:
+        stats = engine.stats
+        return EngineFigures(
+            duplicates=stats.duplicates,
+            rejected=stats.rejected,
+            cycles_closed=stats.cycles_closed,
+            cycles_healthy=stats.cycles_healthy,
+            live_sessions=len(engine.sessions),
+            sessions_closed=stats.sessions_closed,
+        )
+
+    return read

@@ -1,0 +1,184 @@
+"""Fleet workers as real subprocesses on the test broker, their settings, reading
+their alerts, and a webhook receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from streams.client.kafka_io import OutputReader
+from streams.fleet.config import FleetSettings
+from streams.fleet.evaluator import FleetEvaluator
+from streams.fleet.rules import parse_rules
+from streams.kafka.workers import WorkerProcess, spawn_worker
+from tests.fleet.traces import Run
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES_YAML = """
+rules:
+  - {name: critical, kind: fault_severity, at_least: critical}
+  - {name: gaps, kind: fault_count, fault: SCORE_PROVENANCE_GAP, above: 3}
+  - {name: out-of-order, kind: fault_count, fault: OUT_OF_ORDER, above: 0}
+  - {name: unhealthy, kind: healthy_share, below: 0.5, min_cycles: 2}
+"""
+"""The rules of the real-broker tests: three that the demo fleet fires, one it must not."""
+TOKEN = "test-token-" + uuid.uuid4().hex[:8]
+GRACE_SECONDS = 5.0
+
+
+def fleet_env(
+    bootstrap: str, prefix: str, tmp: Path, name: str, port: int, hook: str, idle: float
+) -> dict[str, str]:
+    """The environment of one fleet worker (web server on ``port``, API token set)."""
+    rules = tmp / "rules.yaml"
+    rules.write_text(RULES_YAML, encoding="utf-8")
+    fleet = FleetSettings(
+        idle_seconds=idle,
+        tick_seconds=0.5,
+        grace_seconds=GRACE_SECONDS,
+        rules_file=rules,
+        webhook_url=hook,
+        webhook_attempts=5,
+    )
+    return {
+        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
+        "SPANGUARD_TOPIC_PREFIX": prefix,
+        "SPANGUARD_APP_ID": f"{prefix}-app",
+        "SPANGUARD_STORE": "rocksdb://",
+        "SPANGUARD_DATA_DIR": str(tmp / f"data-{name}"),
+        "SPANGUARD_SESSION_TIMEOUT": "3",
+        "SPANGUARD_WEB_ENABLED": "true",
+        "SPANGUARD_WEB_HOST": "127.0.0.1",
+        "SPANGUARD_WEB_PORT": str(port),
+        "SPANGUARD_API_TOKEN": TOKEN,
+        "SPANGUARD_FLEET": fleet.model_dump_json(),
+    }
+
+
+def expected_alerts(replay: Run) -> list[tuple[str, str, str, str]]:
+    """(alert id, rule, tenant, status) that the pure evaluator produces for the trace,
+    its idle timer included."""
+    settings = FleetSettings(grace_seconds=GRACE_SECONDS, idle_seconds=1)
+    ev = FleetEvaluator(settings, parse_rules(RULES_YAML))
+    alerts = [a for obs in replay.observations() for a in ev.handle(obs, 0.0).alerts]
+    for tenant in ev.ticks_due(10.0):
+        alerts.extend(ev.tick(tenant, 10.0).alerts)
+    return sorted((a.alert_id, a.rule, a.tenant, a.status) for a in alerts)
+
+
+def read_alerts(
+    bootstrap: str, topic: str, want: int, timeout: float = 150.0, idle: float = 4.0
+) -> list[dict[str, Any]]:
+    """Every record of ``topic`` from the start, once ``want`` arrived and nothing new
+    came for ``idle`` seconds (fails after ``timeout``)."""
+
+    async def read() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        async with OutputReader(bootstrap, [topic]) as reader:
+            last_new = time.monotonic()
+            while True:
+                batch = await reader.poll(timeout_ms=250)
+                if batch:
+                    found.extend(orjson.loads(r.value) for r in batch)
+                    last_new = time.monotonic()
+                elif len(found) >= want and time.monotonic() - last_new >= idle:
+                    return found
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{len(found)} of {want} alerts after {timeout}s")
+
+    return asyncio.run(read())
+
+
+def spawn_fleet_worker(name: str, env: dict[str, str], log: Path, cwd: Path) -> WorkerProcess:
+    """Start a real ``spanguard worker`` (fleet monitoring is on by default)."""
+    return spawn_worker(name, env, log, cwd=cwd)
+
+
+@dataclass
+class Http:
+    """Small blocking HTTP client for a worker's web port."""
+
+    port: int
+    token: str | None = None
+
+    def get(self, path: str, auth: bool = True) -> tuple[int, bytes, str]:
+        """``(status, body, content type)``; HTTP errors are returned, not raised."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
+        if auth and self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read(), response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(), exc.headers.get("Content-Type", "")
+
+    def json(self, path: str) -> Any:
+        status, body, _ = self.get(path)
+        assert status == 200, (path, status, body[:500])
+        return json.loads(body)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until ``/readyz`` answers 200 (bounded)."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                status, body, _ = self.get("/readyz", auth=False)
+                if status == 200:
+                    return
+                last = (status, body)
+            except OSError as exc:
+                last = exc
+            time.sleep(0.2)
+        raise AssertionError(f"worker on port {self.port} not ready after {timeout}s: {last}")
+
+
+@dataclass
+class WebhookReceiver:
+    """A local HTTP server that records every POSTed JSON body (an Alertmanager receiver)."""
+
+    received: list[dict[str, Any]] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Serve on a free port; returns the webhook URL."""
+        received = self.received
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length))
+                with lock:
+                    received.append(body)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+
+    def stop(self) -> None:
+        """Stop serving and join the thread."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

@@ -1,0 +1,300 @@
+"""Fleet monitoring on the real broker: two worker subprocesses, a simulated fleet with
+injected faults, alerts fleet-wide and exactly once, metrics, the session inspector
+routed to the session's worker, and the dashboard in headless Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from schemas import IntegrityFault
+from streams.client.kafka_io import produce_lines
+from streams.kafka.broker import free_ports
+from streams.kafka.workers import WorkerProcess
+from streams.sim.scenarios import demo_fleet
+from tests.fleet.cluster import (
+    ROOT,
+    TOKEN,
+    Http,
+    WebhookReceiver,
+    expected_alerts,
+    fleet_env,
+    read_alerts,
+    spawn_fleet_worker,
+)
+from tests.fleet.traces import Run, run, shifted
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
+
+pytestmark = pytest.mark.kafka
+
+TENANTS = ("tenant-0", "tenant-1", "tenant-2")
+FIRING_RULES = ("critical", "gaps", "unhealthy")  # out-of-order must stay silent
+IDLE_SECONDS = 25.0
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOT = ROOT / "artifacts" / "dashboard.png"
+
+
+@dataclass
+class Cluster:
+    """Two fleet workers, the trace they processed and its replay."""
+
+    bootstrap: str
+    prefix: str
+    lines: list[bytes]
+    replay: Run
+    webhook: WebhookReceiver
+    workers: list[WorkerProcess] = field(default_factory=list)
+    http: list[Http] = field(default_factory=list)
+
+    def topic(self, suffix: str) -> str:
+        return f"{self.prefix}.{suffix}"
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("fleet")
+    prefix = f"fleet-{uuid.uuid4().hex[:8]}"
+    # Every session's clock starts on a window edge one window back: the whole
+    # trace (about 35 s of event time) falls into one tumbling window.
+    start = math.floor(time.time() / 60) * 60 - 60
+    lines = shifted(demo_fleet(24), start)
+    webhook = WebhookReceiver()
+    hook = webhook.start()
+    made = Cluster(kafka_bootstrap, prefix, lines, run(lines), webhook)
+    try:
+        for name, port in zip(("a", "b"), free_ports(2), strict=True):
+            env = fleet_env(kafka_bootstrap, prefix, tmp, name, port, hook, IDLE_SECONDS)
+            made.workers.append(spawn_fleet_worker(name, env, tmp / f"worker-{name}.log", tmp))
+            made.http.append(Http(port, TOKEN))
+        for worker in made.workers:
+            worker.wait_ready(timeout=120)
+        for http in made.http:
+            http.wait_ready()
+        asyncio.run(produce_lines(kafka_bootstrap, made.topic("events"), lines))
+        yield made
+    finally:
+        for worker in made.workers:
+            worker.stop(timeout=30)
+        webhook.stop()
+
+
+def test_dashboard_in_headless_chromium(cluster: Cluster) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium is missing (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    injected = {f.kind.value for f in cluster.replay.outputs if isinstance(f, IntegrityFault)}
+    port = cluster.http[0].port
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"http://127.0.0.1:{port}/#token={TOKEN}")
+            # Every injected fault kind appears in the chart (once the fleet is processed).
+            page.wait_for_function(
+                "kinds => kinds.every(k => document.querySelector("
+                "`#fleet-chart rect.fault-bar[data-kind='${k}']`))",
+                arg=sorted(injected),
+                timeout=60_000,
+            )
+            legend = set(
+                page.eval_on_selector_all("#chart-legend span", "s => s.map(e => e.dataset.kind)")
+            )
+            assert legend == injected
+            page.wait_for_selector("#worst a.session-link", timeout=10_000)
+            worst = page.eval_on_selector_all(
+                "#worst a.session-link", "links => links.map(a => a.dataset.session)"
+            )
+            assert worst and all(s.startswith("sess-broken-") for s in worst)
+            page.wait_for_function(
+                "want => JSON.stringify([...document.querySelectorAll("
+                "'#tenants tbody tr td:first-child')].map(e => e.textContent)) === want",
+                arg=orjson.dumps(list(TENANTS)).decode(),
+                timeout=30_000,
+            )
+
+            # An alert's sample session opens its timeline (the alerts stay active for
+            # IDLE_SECONDS after the fleet's last event; this test runs first).
+            page.wait_for_function(
+                "tenants => tenants.every(t => document.querySelector("
+                "`#alerts tr[data-rule='critical'][data-tenant='${t}'] a.session-link`))",
+                arg=list(TENANTS),
+                timeout=IDLE_SECONDS * 1000,
+            )
+            open_timeline(page, page.locator("#alerts a.session-link").first)
+            # So does a session of the worst-sessions list.
+            open_timeline(page, page.locator("#worst a.session-link").last)
+            markers = set(
+                page.eval_on_selector_all(
+                    "#timeline path.fault-marker", "m => m.map(e => e.dataset.kind)"
+                )
+            )
+            assert {"REWRITE_WITHOUT_INVALIDATION", "POISONED_SPAN"} <= markers
+            assert page.locator("#timeline circle.event-marker").count() > 20
+            assert page.locator("#spans tbody tr").count() >= 1
+            assert page.locator("#lineage li").count() >= 1
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()
+
+
+def open_timeline(page: Page, link: Locator) -> None:
+    """Click a session link and wait for that session's timeline with its faults."""
+    tenant, session = link.get_attribute("data-tenant"), link.get_attribute("data-session")
+    link.click()
+    page.wait_for_function(
+        "key => document.getElementById('timeline').dataset.session === key"
+        " && document.querySelectorAll('#timeline path.fault-marker').length > 0",
+        arg=f"{tenant}/{session}",
+        timeout=15_000,
+    )
+    assert page.text_content("#session-title") == f"{tenant} / {session}"
+    assert not page.locator("#session-view").is_hidden()
+
+
+def test_alerts_are_fleet_wide_and_sent_exactly_once(cluster: Cluster) -> None:
+    expected = expected_alerts(cluster.replay)
+    want = {(r, t, s) for r in FIRING_RULES for t in TENANTS for s in ("firing", "resolved")}
+    assert {(rule, tenant, status) for _, rule, tenant, status in expected} == want
+
+    alerts = read_alerts(cluster.bootstrap, cluster.topic("alerts"), len(expected))
+    got = Counter((a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in alerts)
+    assert all(n == 1 for n in got.values()), f"sent more than once: {got}"
+    assert sorted(got) == expected
+    for alert in alerts:
+        assert alert["session_id"] == "*" and alert["caused_by"] is None
+        if alert["status"] == "firing" and alert["rule"] != "unhealthy":
+            assert alert["sessions"], alert
+            assert all(s.startswith("sess-broken-") for s in alert["sessions"])
+    # Each tenant's alerts were aggregated on one worker, but the tenants' sessions
+    # were processed by both: the partitions of the input were split between them.
+    events = [_metric(h, "spanguard_events_total") for h in cluster.http]
+    assert all(n > 0 for n in events) and sum(events) == len(cluster.lines)
+
+    # The Alertmanager webhook received the same alerts.
+    deadline = time.monotonic() + 30
+    while len(cluster.webhook.received) < len(expected) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    posted = sorted(
+        (p["alerts"][0]["annotations"]["alert_id"], p["status"]) for p in cluster.webhook.received
+    )
+    assert posted == sorted((alert_id, status) for alert_id, _, _, status in expected)
+
+
+def _metric(http: Http, name: str, **labels: str) -> float:
+    status, body, content_type = http.get("/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body.decode("utf-8"))
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_metrics_endpoint_parses_and_adds_up_across_workers(cluster: Cluster) -> None:
+    faults = [o for o in cluster.replay.outputs if isinstance(o, IntegrityFault)]
+    deadline = time.monotonic() + 60
+    while sum(_metric(h, "spanguard_events_total") for h in cluster.http) < len(cluster.lines):
+        assert time.monotonic() < deadline, "events not all processed"
+        time.sleep(0.2)
+    total = sum(_metric(h, "spanguard_faults_total") for h in cluster.http)
+    assert total == len(faults)
+    critical = sum(
+        _metric(h, "spanguard_faults_total", kind="UNGATED_EVICTION", severity="critical")
+        for h in cluster.http
+    )
+    assert critical == sum(f.kind == "UNGATED_EVICTION" for f in faults)
+    assert sum(_metric(h, "spanguard_processing_seconds_count") for h in cluster.http) == len(
+        cluster.lines
+    )
+    # Everything is processed: the lag gauges (refreshed every tick) come down to zero.
+    deadline = time.monotonic() + 30
+    while sum(_metric(h, "spanguard_consumer_lag") for h in cluster.http) != 0:
+        assert time.monotonic() < deadline, "consumer lag never reached 0"
+        time.sleep(0.2)
+    partitions = {
+        sample.labels["partition"]
+        for h in cluster.http
+        for family in text_string_to_metric_families(h.get("/metrics")[1].decode())
+        for sample in family.samples
+        if sample.name == "spanguard_consumer_lag"
+    }
+    assert partitions == {"0", "1", "2", "3"}, "each worker reports its own partitions"
+    names = {
+        family.name
+        for family in text_string_to_metric_families(cluster.http[0].get("/metrics")[1].decode())
+    }
+    assert {
+        "spanguard_events",
+        "spanguard_faults",
+        "spanguard_decisions",
+        "spanguard_pins",
+        "spanguard_dead_letters",
+        "spanguard_duplicates",
+        "spanguard_processing_seconds",
+        "spanguard_consumer_lag",
+        "spanguard_alerts",
+    } <= names
+    assert cluster.http[0].get("/metrics", auth=False)[0] == 401
+
+
+def test_api_fleet_view_session_inspector_and_probes(cluster: Cluster) -> None:
+    a, b = cluster.http
+    assert a.get("/healthz", auth=False)[0] == 200
+    assert a.get("/readyz", auth=False)[0] == 200
+    assert a.get("/fleet", auth=False)[0] == 401
+
+    broken = {f"sess-broken-{i:04d}" for i in range(0, 24, 4)}
+    deadline = time.monotonic() + 60
+    while True:
+        fleet = a.json("/fleet")
+        tenants = [t["tenant"] for t in fleet["tenants"]]
+        worst = {w["session_id"] for w in fleet["worst_sessions"][:6]}
+        if tenants == list(TENANTS) and worst == broken:
+            break
+        assert time.monotonic() < deadline, fleet
+        time.sleep(0.5)
+    assert fleet["workers"] == 2 and fleet["unreachable_workers"] == 0
+    assert [t["tenant"] for t in b.json("/fleet")["tenants"]] == list(TENANTS)
+
+    # The same session from either worker: one answers, the other forwards to it.
+    session = "/sessions/tenant-0/sess-broken-0000"
+    first, second = a.json(session), b.json(session)
+    assert first == second
+    assert first["status"] == "live" and first["spans"]
+    kinds = {f["kind"] for f in first["faults"]}
+    assert {"REWRITE_WITHOUT_INVALIDATION", "UNGATED_EVICTION", "REFERENT_DROPPED"} <= kinds
+    assert a.get("/sessions/tenant-0/no-such-session")[0] == 404
+    assert b.get(session, auth=False)[0] == 401
+    text = orjson.dumps(first).decode()
+    assert "account 8841-C" not in text and "order 55012" not in text

@@ -1,0 +1,74 @@
+"""``/fleet``: each worker's part and the merged fleet (series, alerts, worst sessions)."""
+
+from __future__ import annotations
+
+from streams.fleet.config import FleetSettings
+from streams.fleet.evaluator import FleetEvaluator
+from streams.fleet.fleet_view import SERIES_WINDOWS, local_view, merge_views
+from streams.fleet.observations import Observation
+from streams.fleet.rules import default_rules
+from streams.sim.scenarios import demo_fleet
+from tests.fleet.traces import run, shifted
+
+T0 = 1_796_000_040.0
+
+
+def evaluator_for(tenants: set[str]) -> FleetEvaluator:
+    """An evaluator fed with the demo fleet's observations of ``tenants`` only (one worker)."""
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    for obs in run(shifted(demo_fleet(12), T0)).observations():
+        if obs.tenant in tenants:
+            ev.handle(obs, 0.0)
+    return ev
+
+
+def test_workers_parts_merge_into_the_fleet() -> None:
+    part_a = local_view(evaluator_for({"tenant-0"}))
+    part_b = local_view(evaluator_for({"tenant-1", "tenant-2"}))
+    fleet = merge_views([part_a, part_b])
+    assert [t["tenant"] for t in fleet["tenants"]] == ["tenant-0", "tenant-1", "tenant-2"]
+    assert fleet["tenant_count"] == 3
+    assert fleet["workers"] == 2 and fleet["unreachable_workers"] == 0
+    assert {(a["tenant"], a["rule"]) for a in fleet["alerts"]} == {
+        (f"tenant-{i}", "critical-fault") for i in range(3)
+    }
+    assert all(w["session_id"].startswith("sess-broken-") for w in fleet["worst_sessions"][:3])
+    series = fleet["series"]
+    assert len(series["starts"]) == SERIES_WINDOWS
+    assert series["starts"][-1] == "2026-11-30T00:54:00Z"
+    per_kind = series["faults_per_minute_by_kind"]
+    total_faults = sum(w["faults"] for t in fleet["tenants"] for w in t["windows"])
+    assert sum(sum(v) for v in per_kind.values()) == total_faults == fleet["totals"]["faults"]
+    assert all(v[:-1] == [0.0] * (SERIES_WINDOWS - 1) for v in per_kind.values())
+    assert "REWRITE_WITHOUT_INVALIDATION" in per_kind
+    assert fleet["totals"]["events"] == 240 and fleet["totals"]["cycles"] == 27
+
+
+def test_tenants_are_listed_worst_first_and_capped() -> None:
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    for i, faults in enumerate([1, 5, 3]):
+        for n in range(faults):
+            ev.handle(
+                Observation("fault", f"t{i}", T0 + n, "s", f"f{i}-{n}", "STALE_SCORE", "warning"),
+                0.0,
+            )
+    fleet = merge_views([local_view(ev, windows=2)], max_tenants=2)
+    assert [t["tenant"] for t in fleet["tenants"]] == ["t1", "t2"]
+    assert fleet["tenant_count"] == 3 and fleet["totals"]["tenants"] == 3
+    assert len(fleet["tenants"][0]["windows"]) == 1  # only one window exists
+
+
+def test_windows_per_tenant_are_bounded() -> None:
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    for w in range(5):
+        ev.handle(Observation("activity", "t", T0 + 60 * w, events=1, sessions=1), 0.0)
+    assert len(local_view(ev)["tenants"][0]["windows"]) == 1
+    assert len(local_view(ev, windows=3)["tenants"][0]["windows"]) == 3
+    assert local_view(ev, windows=0)["tenants"][0]["windows"] == []
+    assert local_view(ev)["totals"]["events"] == 5
+
+
+def test_empty_fleet() -> None:
+    fleet = merge_views([local_view(FleetEvaluator(FleetSettings(), default_rules()))], 1)
+    assert fleet["tenants"] == [] and fleet["series"]["starts"] == []
+    assert fleet["unreachable_workers"] == 1

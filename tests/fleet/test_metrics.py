@@ -1,0 +1,89 @@
+"""The Prometheus registry: what it counts, bounded labels, and a parseable exposition."""
+
+from __future__ import annotations
+
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from schemas import IntegrityFault
+from streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels
+from streams.sim.scenarios import broken, demo_fleet
+from tests.fleet.traces import run
+
+
+def samples(metrics: FleetMetrics) -> list[Sample]:
+    text = metrics.render().decode("utf-8")
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def value(found: list[Sample], name: str, **labels: str) -> float:
+    return sum(
+        s.value
+        for s in found
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_metrics_count_events_outputs_and_engine_figures() -> None:
+    result = run([*demo_fleet(8), b"{not json"])
+    found = samples(result.metrics)
+    assert value(found, "spanguard_events_total") == len(demo_fleet(8)) + 1
+    assert value(found, "spanguard_events_total", tenant="unknown") == 1
+    faults = [o for o in result.outputs if isinstance(o, IntegrityFault)]
+    assert value(found, "spanguard_faults_total") == len(faults)
+    assert value(
+        found, "spanguard_faults_total", kind="REWRITE_WITHOUT_INVALIDATION", severity="critical"
+    ) == sum(f.kind == "REWRITE_WITHOUT_INVALIDATION" for f in faults)
+    decisions = [o for o in result.outputs if o.type == "eviction.decided"]
+    assert value(found, "spanguard_decisions_total") == len(decisions)
+    assert value(found, "spanguard_pins_total") == sum(
+        o.type == "span.pinned" for o in result.outputs
+    )
+    assert value(found, "spanguard_dead_letters_total", reason="INVALID_JSON") == 1
+    assert value(found, "spanguard_rejected_total") == 1
+    stats = result.engine.stats
+    assert value(found, "spanguard_rewrite_cycles_total", outcome="healthy") == stats.cycles_healthy
+    assert value(found, "spanguard_rewrite_cycles_total") == stats.cycles_closed
+    assert value(found, "spanguard_live_sessions") == len(result.engine.sessions)
+    # One latency observation per record.
+    assert value(found, "spanguard_processing_seconds_count") == len(demo_fleet(8)) + 1
+    assert value(found, "spanguard_processing_seconds_bucket", le="+Inf") == len(demo_fleet(8)) + 1
+
+
+def test_duplicates_are_counted() -> None:
+    lines = broken("s1", "acme").lines()
+    result = run(lines + lines[:3])
+    assert value(samples(result.metrics), "spanguard_duplicates_total") == 3
+
+
+def test_tenant_labels_are_capped_and_sessions_never_become_labels() -> None:
+    result = run(demo_fleet(12, tenants=6), max_tenants=2)
+    found = samples(result.metrics)
+    tenants = {s.labels["tenant"] for s in found if "tenant" in s.labels}
+    assert tenants == {"tenant-0", "tenant-1", OTHER}
+    assert value(found, "spanguard_events_total", tenant=OTHER) == value(
+        found, "spanguard_events_total"
+    ) - value(found, "spanguard_events_total", tenant="tenant-0") - value(
+        found, "spanguard_events_total", tenant="tenant-1"
+    )
+    assert all("session" not in key for s in found for key in s.labels)
+    sessions = {orjson.loads(line)["session_id"] for line in demo_fleet(12, tenants=6)}
+    text = result.metrics.render().decode("utf-8")
+    assert not any(session in text for session in sessions)
+
+
+def test_tenant_labels_keep_the_first_tenants() -> None:
+    labels = TenantLabels(2)
+    assert [labels(t) for t in ("a", "b", "c", "a", None)] == ["a", "b", OTHER, "a", "unknown"]
+
+
+def test_gauges_are_replaced_not_accumulated() -> None:
+    metrics = FleetMetrics(5)
+    metrics.set_consumer_lag({0: 5, 1: 0})
+    metrics.set_consumer_lag({1: 7})
+    metrics.set_active_alerts([("critical-fault", "critical"), ("critical-fault", "critical")])
+    found = samples(metrics)
+    assert value(found, "spanguard_consumer_lag", partition="0") == 0
+    assert value(found, "spanguard_consumer_lag", partition="1") == 7
+    assert value(found, "spanguard_active_alerts", rule="critical-fault") == 2

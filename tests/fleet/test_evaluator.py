@@ -90,7 +90,7 @@ def test_demo_fleet_aggregates_per_tenant_and_fires_once_per_rule_and_tenant() -
         assert counts.pins == sum(o.type == "span.pinned" for o in outputs)
         assert sum(counts.decisions.values()) == sum(o.type == "eviction.decided" for o in outputs)
         assert counts.sessions == 8 and counts.events == 160
-        assert counts.cycles == 18 and counts.healthy == 2
+        assert counts.cycles == 18 and counts.healthy == 8
         worst = [session for session, _, _ in counts.top.top(2)]
         assert all(session.startswith("sess-broken-") for session in worst)
 

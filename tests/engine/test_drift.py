@@ -19,12 +19,21 @@ def compaction_cycle(s: SessionScript, n: int, mean: float, base_texts: list[str
     s.score(*[(sid, mean) for sid in ids])
 
 
-def test_two_consecutive_drifting_rewrites_raise_monotonic_drift() -> None:
-    words = [f"w{i}" for i in range(40)]
+WORDS = [f"w{i}" for i in range(40)]
+
+
+def scored_session() -> SessionScript:
+    """Eight long spans, all bound at a mean relevance of 0.4."""
     s = SessionScript()
     for i in range(8):
-        s.add(f"a{i}", " ".join(words))
+        s.add(f"a{i}", " ".join(WORDS))
     s.score(*[(f"a{i}", 0.4) for i in range(8)])
+    return s
+
+
+def test_two_consecutive_drifting_rewrites_raise_monotonic_drift() -> None:
+    words = WORDS
+    s = scored_session()
     compaction_cycle(s, 6, 0.5, words)
     compaction_cycle(s, 4, 0.6, words)
     compaction_cycle(s, 3, 0.7, words)
@@ -39,11 +48,8 @@ def test_two_consecutive_drifting_rewrites_raise_monotonic_drift() -> None:
 
 
 def test_flat_relevance_is_healthy_and_counted() -> None:
-    words = [f"w{i}" for i in range(40)]
-    s = SessionScript()
-    for i in range(8):
-        s.add(f"a{i}", " ".join(words))
-    s.score(*[(f"a{i}", 0.4) for i in range(8)])
+    words = WORDS
+    s = scored_session()
     compaction_cycle(s, 6, 0.41, words)
     compaction_cycle(s, 4, 0.40, words)
     d = EngineDriver()

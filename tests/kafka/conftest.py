@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.broker import DEFAULT_HOME, LocalBroker, free_ports
+from tests.kafka.worker_process import Pipeline
 
 KAFKA_DIR = Path(__file__).resolve().parent
 #: Jars shared by every broker the tests start.
@@ -104,3 +105,15 @@ def wait_until() -> WaitUntil:
             await asyncio.sleep(interval)
 
     return wait
+
+
+@pytest.fixture
+def pipeline(
+    kafka_bootstrap: str, tmp_path: Path, unique_name: Callable[[str], str]
+) -> Iterator[Pipeline]:
+    """A fresh topic prefix and consumer group; its workers are killed afterwards."""
+    pipe = Pipeline(kafka_bootstrap, unique_name("sg"), tmp_path)
+    try:
+        yield pipe
+    finally:
+        pipe.stop_all()

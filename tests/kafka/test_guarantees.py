@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
-import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.engine.trace import SessionScript
@@ -16,15 +14,6 @@ from tests.kafka.test_worker import identities, replay_outputs, scenario_traces
 from tests.kafka.worker_process import Pipeline, has_ids
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
-
-
-@pytest.fixture
-def pipeline(kafka_bootstrap: str, tmp_path: Path, unique_name) -> Iterator[Pipeline]:  # type: ignore[no-untyped-def]
-    pipe = Pipeline(kafka_bootstrap, unique_name("sg"), tmp_path)
-    try:
-        yield pipe
-    finally:
-        pipe.stop_all()
 
 
 def test_exactly_once_leaves_no_duplicate_after_a_kill(pipeline: Pipeline) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
@@ -71,15 +70,6 @@ def replay_outputs(lines: list[bytes]) -> list[bytes]:
 
 def identities(records: list[bytes]) -> Counter[str]:
     return Counter(identity(r) for r in records)
-
-
-@pytest.fixture
-def pipeline(kafka_bootstrap: str, tmp_path: Path, unique_name) -> Iterator[Pipeline]:  # type: ignore[no-untyped-def]
-    pipe = Pipeline(kafka_bootstrap, unique_name("sg"), tmp_path)
-    try:
-        yield pipe
-    finally:
-        pipe.stop_all()
 
 
 def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipeline) -> None:

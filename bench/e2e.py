@@ -285,7 +285,7 @@ def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
     ready = time.monotonic() - t0
     log = worker.log_text()
     worker.stop()
-    restored = [line for line in log.splitlines() if "restored from the changelog" in line]
+    restored = [line for line in log.splitlines() if "spanguard: " in line and "restored" in line]
     data = bench.home / f"data-{prefix}-w0"
     size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
     return {

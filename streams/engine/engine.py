@@ -147,6 +147,14 @@ class Engine:
             outputs.extend(self.process(event))
         return outputs
 
+    def refuse(
+        self, raw: bytes, source: Source, reason: RejectReason, detail: str
+    ) -> EventRejected:
+        """A dead letter for a record refused before the engine reads it (the runtime
+        refuses records on the wrong partition); no session's state is touched."""
+        self.stats.events += 1
+        return self._reject(raw, source, reason, detail, Identity())
+
     def session(self, tenant: str, session_id: str) -> SessionState | None:
         """The live state of a session, or None (never seen, or closed)."""
         return self.sessions.get((tenant, session_id))

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import random
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
+
+from streams.client.partitioning import partition_for
 
 OUTPUT_SUFFIXES = ("faults", "pins", "recompute", "decisions", "alerts", "deadletter")
 
@@ -21,27 +27,60 @@ def bootstrap_servers(broker: str) -> str:
 
 
 def session_key(raw: bytes) -> bytes | None:
-    """The Kafka key of an input record: its ``session_id``, or None when unreadable
-    (invalid records are still published, unkeyed, so the dead-letter path sees them)."""
+    """The Kafka key of an input line: its ``session_id`` (UTF-8), or None when it has none.
+
+    Every line is keyed by its session when one can be found, valid or not, so a
+    bad line lands on its session's partition (and its dead letter and ``seq``
+    accounting stay with the session). The search is lenient: strict JSON first,
+    then JSON with ``NaN``/``Infinity`` (which the engine reads, to report
+    ``NON_FINITE_SCORE``), then, for truncated or otherwise broken lines, the
+    first ``"session_id": "..."`` string in the text.
+    """
+    data = _parse_leniently(raw)
+    if data is _UNPARSABLE:
+        match = _SESSION_FIELD.search(raw)
+        if match is None:
+            return None
+        try:
+            session = json.loads(b'"' + match.group(1) + b'"')
+        except ValueError:  # includes invalid UTF-8
+            return None
+    else:
+        session = data.get("session_id") if isinstance(data, dict) else None
+    return session.encode("utf-8") if isinstance(session, str) and session else None
+
+
+_UNPARSABLE = object()
+#: ``"session_id" : "<JSON string body>"``, for lines that do not parse as a whole.
+_SESSION_FIELD = re.compile(rb'"session_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _parse_leniently(raw: bytes) -> Any:
     try:
-        data = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None
-    session = data.get("session_id") if isinstance(data, dict) else None
-    return session.encode("utf-8") if isinstance(session, str) else None
+        pass
+    try:
+        return json.loads(raw)  # reads NaN and Infinity, like the engine's decoder
+    except (ValueError, RecursionError):
+        return _UNPARSABLE
 
 
 async def produce_lines(
     bootstrap: str, topic: str, lines: Iterable[bytes], rate: float | None = None
 ) -> int:
-    """Publish each line in order, keyed by session, and wait for every ack.
+    """Publish each line in order, keyed by session (murmur2), and wait for every ack.
 
     The producer is idempotent with one request in flight per connection, so the
     order of a session's events on its partition is the order of ``lines``.
     ``rate`` limits records per second (None: as fast as possible).
     """
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        linger_ms=5,
+        partitioner=murmur2_partitioner,
     )
     await producer.start()
     sent = 0
@@ -62,6 +101,20 @@ async def produce_lines(
     finally:
         await producer.stop()
     return sent
+
+
+def murmur2_partitioner(
+    key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]
+) -> int:
+    """aiokafka partitioner: a keyed record goes where Java's default partitioner puts it.
+
+    Stated explicitly (it is also aiokafka's default) because the worker refuses
+    records that are not on :func:`~streams.client.partitioning.partition_for`'s
+    partition. A keyless record (no session found) goes to any partition.
+    """
+    if key is None:
+        return random.choice(list(available) or list(all_partitions))
+    return all_partitions[partition_for(key, len(all_partitions))]
 
 
 @dataclass(frozen=True, slots=True)

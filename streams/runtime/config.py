@@ -1,0 +1,38 @@
+"""What the runtime needs to know, derived from the deployment settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    """Topic names, the guarantee and the checkpoint cadence.
+
+    ``commit_interval`` / ``commit_every``: a partition is checkpointed (changelog,
+    fleet partials and input offset in one transaction) when either is reached.
+    Under exactly-once the outputs are only visible once their checkpoint commits,
+    so the interval is also their added latency; under at-least-once outputs are
+    produced at once and the interval only bounds the work redone after a crash.
+    """
+
+    input_topic: str
+    output_topics: dict[str, str]
+    """Output topic name by contract suffix (``faults``, ``decisions`` ...)."""
+    changelog_topic: str
+    fleet_topic: str | None = None
+    exactly_once: bool = False
+    batch_size: int = 500
+    poll_timeout: float = 0.05
+    commit_interval: float = 1.0
+    commit_every: int = 20_000
+    io_timeout: float = 30.0
+    """Longest wait for any broker answer before the step is failed and retried."""
+    retry_backoff: tuple[float, float] = (0.1, 5.0)
+    """First and longest pause between retries of a failed partition."""
+    max_failures: int = 8
+    """Consecutive failures at the same input offset after which the partition is
+    stopped (loudly, readiness goes false) instead of retried forever."""
+    check_partitioning: bool = True
+    """Refuse records whose key's murmur2 partition is not the one they arrived on."""
+    topic_suffixes: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,97 @@
+"""One assigned input partition: its engine, its writer and its position."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from schemas import OutputEvent, RejectReason
+from streams.client.kafka_io import session_key
+from streams.client.partitioning import partition_for
+from streams.engine.engine import Engine, Source
+from streams.runtime.ports import FleetHook, PartitionWriter
+from streams.runtime.records import InputRecord
+
+
+@dataclass
+class PartitionState:
+    """Everything the runtime keeps for one input partition it owns.
+
+    ``next_offset`` is the first input offset not yet applied to ``engine``;
+    ``committed`` the input position of the last committed checkpoint, whose
+    changelog the engine's state extends.
+    """
+
+    partition: int
+    engine: Engine
+    writer: PartitionWriter
+    next_offset: int
+    committed: int
+    input_topic: str
+    partitions: int
+    check_partitioning: bool
+    since_checkpoint: int = 0
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    failures: int = 0
+    stopped: str | None = None
+    """Why the partition was stopped after repeated failures (None: running)."""
+
+    def process(self, record: InputRecord, fleet: FleetHook | None) -> list[OutputEvent]:
+        """Apply one record to the engine; returns its outputs in production order."""
+        source = Source(
+            self.input_topic,
+            record.partition,
+            record.offset,
+            None if record.timestamp_ms is None else _utc(record.timestamp_ms),
+        )
+        misplaced = self._misplaced(record)
+        if misplaced is not None:
+            outputs: list[OutputEvent] = [
+                self.engine.refuse(
+                    record.value or b"", source, RejectReason.INVALID_FIELD, misplaced
+                )
+            ]
+        else:
+            outputs = self.engine.process_raw(record.value or b"", source)
+        self.next_offset = record.offset + 1
+        self.since_checkpoint += 1
+        if fleet is not None:
+            fleet.observe(self.partition, record.value, outputs)
+        return outputs
+
+    def _misplaced(self, record: InputRecord) -> str | None:
+        """Why the record is on the wrong partition for its session (None: it is not).
+
+        A keyed record must sit where the murmur2 partitioner puts its key. A
+        keyless one is only refused when it names a session that belongs
+        elsewhere: garbage without a session goes on to be rejected for what it is.
+        """
+        if not self.check_partitioning:
+            return None
+        key = record.key
+        what = "record key"
+        if key is None:
+            key = session_key(record.value or b"")
+            what = "session_id (the record has no key)"
+            if key is None:
+                return None
+        expected = partition_for(key, self.partitions)
+        if expected == record.partition:
+            return None
+        return (
+            f"{what}: the record arrived on partition {record.partition} but its "
+            f"session belongs on partition {expected} (Kafka's default murmur2 "
+            "partitioner; librdkafka: murmur2_random); a session split across "
+            "partitions would split its state, so the record is refused"
+        )
+
+    def due(self, now: float, interval: float, every: int) -> bool:
+        """Whether a checkpoint is due."""
+        return self.since_checkpoint > 0 and (
+            self.since_checkpoint >= every or now - self.last_checkpoint >= interval
+        )
+
+
+def _utc(timestamp_ms: int) -> datetime:
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC)

@@ -1,0 +1,431 @@
+"""The data path: poll a batch, run the engine, produce outputs, checkpoint.
+
+Guarantees (proved by tests/runtime/ with the in-memory transport, crash at
+every write, and by tests/kafka/ and bench/chaos.py on a real broker):
+
+* A partition's changelog records, its fleet partials and its input offset are
+  committed in ONE Kafka transaction per checkpoint (both guarantees), so the
+  changelog always describes exactly the inputs before the committed offset.
+  A new owner first fences the old one (aborting its open transaction), then
+  restores from the changelog read committed, then seeks to the committed
+  offset: whatever the old owner did after its last checkpoint is redone by
+  the same deterministic engine, never half-applied.
+* at-least-once: outputs are produced at once (a decision only after the
+  faults, pins and recompute request it lists are acknowledged) and are all
+  acknowledged before the checkpoint that covers their input commits. A crash
+  can repeat outputs (same ids), never lose one.
+* exactly-once: outputs are written in the partition's transaction and are
+  visible to read-committed consumers exactly once, when it commits.
+
+Failures of a step (send, commit, the engine itself) reset the partition: abort,
+re-open, restore, seek back to the committed offset, retry with backoff. A
+failure that retrying cannot cure (e.g. a record the broker refuses as too
+large) stops the partition after ``max_failures`` tries, loudly: it is logged,
+counted and reported by :meth:`Runtime.health`; nothing after it is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
+from streams.codec import encode_output
+from streams.engine.config import EngineSettings
+from streams.engine.engine import Engine
+from streams.engine.state import SessionState
+from streams.runtime.config import RuntimeConfig
+from streams.runtime.errors import FencedError, retriable
+from streams.runtime.partition import PartitionState
+from streams.runtime.ports import Ack, FleetHook, Transport
+from streams.runtime.records import InputRecord, OutRecord, latest_per_key
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class RuntimeStats:
+    """Counters for metrics and health (monotonic, per process)."""
+
+    processed: int = 0
+    outputs: int = 0
+    checkpoints: int = 0
+    state_records: int = 0
+    restored_sessions: int = 0
+    restores: int = 0
+    send_failures: int = 0
+    crashes: int = 0
+    last_progress: float = field(default_factory=time.monotonic)
+    restore_seconds: list[float] = field(default_factory=list)
+
+
+class Runtime:
+    """Drives one engine per owned input partition over a :class:`Transport`."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        transport: Transport,
+        engine_settings: EngineSettings,
+        fleet: FleetHook | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.config = config
+        self.transport = transport
+        self.engine_settings = engine_settings
+        self.fleet = fleet
+        self.parts: dict[int, PartitionState] = {}
+        self.stopped: dict[int, str] = {}
+        """Partitions stopped after repeated failures, with the reason."""
+        self.stats = RuntimeStats()
+        self.generation = 0
+        self._kept: dict[int, PartitionState] = {}
+        self._lock = asyncio.Lock()
+        self._clock = clock
+        self._sleep = sleep
+
+    def set_fleet_hook(self, hook: FleetHook | None) -> None:
+        """Install fleet monitoring's combiner (before the first assignment)."""
+        self.fleet = hook
+
+    # -- views -------------------------------------------------------------
+
+    def session(self, tenant: str, session_id: str) -> SessionState | None:
+        """A live session owned by this worker, or None."""
+        for state in self.parts.values():
+            found = state.engine.session(tenant, session_id)
+            if found is not None:
+                return found
+        return None
+
+    def assigned_partitions(self) -> set[int]:
+        """The input partitions this worker owns now."""
+        return set(self.parts)
+
+    def engines(self) -> list[Engine]:
+        """The engines of the owned partitions (for metrics and views)."""
+        return [state.engine for state in self.parts.values()]
+
+    def positions(self) -> dict[int, int]:
+        """Next input offset to apply, per owned partition."""
+        return {p: state.next_offset for p, state in self.parts.items()}
+
+    async def lag(self) -> int:
+        """Input records waiting past this worker's positions (from the broker)."""
+        return await self.transport.lag(self.positions())
+
+    def health(self, stall_after: float = 30.0) -> tuple[bool, str]:
+        """(ready, reason): not ready while a partition is stopped or no checkpoint
+        succeeded for ``stall_after`` seconds with input waiting."""
+        if self.stopped:
+            return False, f"partitions stopped: {self.stopped}"
+        waiting = any(state.since_checkpoint for state in self.parts.values())
+        idle = self._clock() - self.stats.last_progress
+        if waiting and idle > stall_after:
+            return False, f"no checkpoint for {idle:.0f}s with records waiting"
+        return True, "ok"
+
+    # -- assignment ----------------------------------------------------------
+
+    async def assign(self, partitions: Iterable[int]) -> None:
+        """Take the given input partitions (the rebalance's new assignment)."""
+        wanted = set(partitions)
+        async with self._lock:
+            self.generation += 1
+            for p in sorted(set(self._kept) - wanted):
+                await self._release(self._kept.pop(p))
+            for p in sorted(wanted - set(self.parts)):
+                kept = self._kept.pop(p, None)
+                if kept is not None and await self._still_ours(kept):
+                    self.transport.seek(p, kept.next_offset)
+                    self.parts[p] = kept
+                    continue
+                if kept is not None:
+                    await self._release(kept)
+                await self._open_until_ready(p)
+
+    async def revoke(self, partitions: Iterable[int]) -> None:
+        """Give up the given partitions: checkpoint them so the next owner starts
+        where this worker stopped; keep their state in case they come back."""
+        async with self._lock:
+            self.generation += 1
+            for p in sorted(partitions):
+                state = self.parts.pop(p, None)
+                self.stopped.pop(p, None)
+                if state is None:
+                    continue
+                try:
+                    await self._checkpoint(state)
+                except Exception as exc:  # the next owner redoes it from the changelog
+                    log.warning("spanguard: checkpoint of revoked partition %d failed: %r", p, exc)
+                    await self._release(state)
+                    continue
+                self._kept[p] = state
+
+    async def _still_ours(self, state: PartitionState) -> bool:
+        try:
+            committed = await self._io(self.transport.committed(state.partition))
+        except Exception:
+            return False
+        return committed == state.committed == state.next_offset
+
+    async def _open_until_ready(self, partition: int) -> None:
+        delay = self.config.retry_backoff[0]
+        while True:
+            try:
+                self.parts[partition] = await self._open(partition)
+                return
+            except FencedError:
+                raise
+            except Exception as exc:
+                log.warning("spanguard: opening partition %d failed (%r); retrying", partition, exc)
+                await self._sleep(delay)
+                delay = min(delay * 2, self.config.retry_backoff[1])
+
+    async def _open(self, partition: int) -> PartitionState:
+        started = time.perf_counter()
+        writer = await self._io(self.transport.open_partition(partition))
+        try:
+            records = await self._io(self.transport.read_changelog(partition), restore=True)
+            committed = await self._io(self.transport.committed(partition)) or 0
+        except BaseException:
+            await writer.close()
+            raise
+        engine = Engine(self.engine_settings, track_changes=True)
+        restored = engine.restore(latest_per_key(records))
+        # Restored state lives as long as the assignment: keep it out of GC scans.
+        gc.freeze()
+        self.transport.seek(partition, committed)
+        self.stats.restores += 1
+        self.stats.restored_sessions += restored
+        self.stats.restore_seconds.append(time.perf_counter() - started)
+        log.info(
+            "spanguard: partition %d restored: %d session(s) from %d changelog record(s), "
+            "resuming at offset %d",
+            partition,
+            restored,
+            len(records),
+            committed,
+        )
+        return PartitionState(
+            partition=partition,
+            engine=engine,
+            writer=writer,
+            next_offset=committed,
+            committed=committed,
+            input_topic=self.config.input_topic,
+            partitions=self.transport.input_partitions(),
+            check_partitioning=self.config.check_partitioning,
+            last_checkpoint=self._clock(),
+        )
+
+    async def _release(self, state: PartitionState) -> None:
+        if self.fleet is not None:
+            self.fleet.discard(state.partition)
+        try:
+            await asyncio.wait_for(state.writer.close(), self.config.io_timeout)
+        except Exception as exc:
+            log.warning("spanguard: closing partition %d: %r", state.partition, exc)
+
+    # -- processing ----------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Process until ``stopping`` is set, then checkpoint and release everything."""
+        while not stopping.is_set():
+            try:
+                await self.step()
+            except Exception:
+                self.stats.crashes += 1
+                log.exception("spanguard: processing step failed; retrying")
+                await self._sleep(self.config.retry_backoff[0])
+        await self.close()
+
+    async def step(self) -> int:
+        """Poll once, process what came, checkpoint what is due; returns records applied."""
+        generation = self.generation
+        batch = await self.transport.poll(self.config.batch_size, self.config.poll_timeout)
+        async with self._lock:
+            if generation != self.generation:
+                # Fetched before a rebalance: positions may have moved under it.
+                for p, state in self.parts.items():
+                    self.transport.seek(p, state.next_offset)
+                return 0
+            applied = await self._process(batch)
+            now = self._clock()
+            due = [
+                s
+                for s in self.parts.values()
+                if s.due(now, self.config.commit_interval, self.config.commit_every)
+            ]
+            if due:
+                await self._checkpoint_all(due)
+            elif not any(s.since_checkpoint for s in self.parts.values()):
+                self.stats.last_progress = now
+            return applied
+
+    async def _process(self, batch: dict[int, list[InputRecord]]) -> int:
+        produced: list[tuple[PartitionState, list[OutputEvent]]] = []
+        applied = 0
+        failed: dict[int, BaseException] = {}
+        for p, records in sorted(batch.items()):
+            state = self.parts.get(p)
+            if state is None:
+                continue
+            outputs: list[OutputEvent] = []
+            try:
+                for record in records:
+                    if record.offset < state.next_offset:
+                        continue  # delivered again (a seek back): already applied
+                    outputs.extend(state.process(record, self.fleet))
+                    applied += 1
+            except Exception as exc:  # an engine bug: never skip the record, retry it
+                log.exception("spanguard: engine failed on partition %d", p)
+                failed[p] = exc
+                continue
+            if outputs:
+                produced.append((state, outputs))
+        failed.update(await self._emit(produced))
+        for p, error in failed.items():
+            await self._reset(p, error)
+        self.stats.processed += applied
+        return applied
+
+    def _record(self, event: OutputEvent) -> OutRecord:
+        key = None if isinstance(event, EventRejected) else event.session_id.encode("utf-8")
+        topic = self.config.output_topics[TOPIC_OF[event.type]]
+        return OutRecord(topic, key, encode_output(event))
+
+    async def _emit(
+        self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
+    ) -> dict[int, BaseException]:
+        """Produce outputs; a decision only after its causes are acknowledged.
+        Returns the partitions whose outputs could not all be written."""
+        failed: dict[int, BaseException] = {}
+        for decisions in (False, True):
+            sent: list[tuple[int, Ack]] = []
+            for state, outputs in produced:
+                if state.partition in failed:
+                    continue
+                for event in outputs:
+                    if isinstance(event, EvictionDecided) is not decisions:
+                        continue
+                    record = self._record(event)
+                    try:
+                        if self.config.exactly_once:
+                            ack = await state.writer.send(record)
+                        else:
+                            ack = await self.transport.send(record)
+                    except Exception as exc:
+                        failed[state.partition] = exc
+                        break
+                    sent.append((state.partition, ack))
+            results = await asyncio.gather(
+                *(self._io(ack) for _, ack in sent), return_exceptions=True
+            )
+            for (p, _), result in zip(sent, results, strict=True):
+                if isinstance(result, BaseException):
+                    failed.setdefault(p, result)
+            self.stats.outputs += len(sent)
+        if failed:
+            self.stats.send_failures += len(failed)
+        return failed
+
+    # -- checkpoints ---------------------------------------------------------
+
+    async def _checkpoint_all(self, states: Sequence[PartitionState]) -> None:
+        results = await asyncio.gather(
+            *(self._checkpoint(s) for s in states), return_exceptions=True
+        )
+        for state, result in zip(states, results, strict=True):
+            if isinstance(result, BaseException):
+                await self._reset(state.partition, result)
+            else:
+                self.stats.last_progress = self._clock()
+
+    async def _checkpoint(self, state: PartitionState) -> None:
+        """1. the outputs of every applied input are acknowledged (done by the batch),
+        2. the state changes and fleet partials since the last checkpoint are
+        written in the partition's transaction, 3. the transaction commits with
+        the input position, 4. the partition's failure count is cleared."""
+        if state.since_checkpoint == 0:
+            return
+        p = state.partition
+        acks: list[Ack] = []
+        changes = state.engine.drain_changes()
+        for key, value in changes:
+            acks.append(
+                await state.writer.send(OutRecord(self.config.changelog_topic, key, value, p))
+            )
+        if self.fleet is not None and self.config.fleet_topic is not None:
+            for key, value in self.fleet.partials(p):
+                acks.append(await state.writer.send(OutRecord(self.config.fleet_topic, key, value)))
+        await self._io(asyncio.gather(*acks))
+        await self._io(state.writer.commit(state.next_offset))
+        state.committed = state.next_offset
+        state.since_checkpoint = 0
+        state.last_checkpoint = self._clock()
+        state.failures = 0
+        self.stats.checkpoints += 1
+        self.stats.state_records += len(changes)
+
+    async def _reset(self, partition: int, error: BaseException) -> None:
+        """Throw away what the partition did since its last checkpoint and start again
+        from there (or stop it, if retrying cannot help)."""
+        state = self.parts.pop(partition, None)
+        if state is None:
+            return
+        failures = state.failures + 1
+        log.warning(
+            "spanguard: partition %d failed at offset %d (%r), attempt %d",
+            partition,
+            state.committed,
+            error,
+            failures,
+        )
+        with contextlib.suppress(Exception):  # the next open fences and aborts it anyway
+            await asyncio.wait_for(state.writer.abort(), self.config.io_timeout)
+        await self._release(state)
+        if isinstance(error, FencedError):
+            log.warning("spanguard: partition %d now belongs to another worker", partition)
+            return
+        if not retriable(error) and failures >= self.config.max_failures:
+            reason = f"stopped at offset {state.committed} after {failures} failures: {error!r}"
+            log.error("spanguard: partition %d %s", partition, reason)
+            self.stopped[partition] = reason
+            self.transport.pause(partition)
+            return
+        first, longest = self.config.retry_backoff
+        await self._sleep(min(first * 2 ** (failures - 1), longest))
+        await self._open_until_ready(partition)
+        self.parts[partition].failures = failures
+
+    async def _io(self, awaitable: Awaitable[T], restore: bool = False) -> T:
+        """Bound every wait on the broker (a restore may take longer)."""
+        timeout = self.config.io_timeout * (20 if restore else 1)
+        return await asyncio.wait_for(_as_coroutine(awaitable), timeout)
+
+    async def close(self) -> None:
+        """Checkpoint every owned partition and release it (clean shutdown)."""
+        async with self._lock:
+            states = list(self.parts.values()) + list(self._kept.values())
+            self.parts.clear()
+            self._kept.clear()
+            for state in states:
+                try:
+                    await self._checkpoint(state)
+                except Exception as exc:
+                    log.warning("spanguard: final checkpoint of %d: %r", state.partition, exc)
+                await self._release(state)
+
+
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable

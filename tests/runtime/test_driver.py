@@ -1,0 +1,60 @@
+"""The real runtime on the in-memory broker: outputs equal replay's, whatever crashes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.runtime.testing import RuntimeTestDriver, output_identity
+from tests.runtime.conftest import fleet_trace, replay_ids
+
+
+def ids(driver: RuntimeTestDriver, committed_only: bool = True) -> Counter[str]:
+    return Counter(output_identity(v) for v in driver.outputs(committed_only))
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+@pytest.mark.parametrize("partitions", [1, 4])
+async def test_without_failures_outputs_equal_replay(exactly_once: bool, partitions: int) -> None:
+    lines = fleet_trace()
+    driver = RuntimeTestDriver(partitions=partitions, exactly_once=exactly_once)
+    driver.produce(lines)
+    await driver.run()
+    assert ids(driver) == replay_ids(lines)
+    assert driver.crashes == 0
+
+
+async def test_a_write_count_exists_to_crash_at() -> None:
+    """Sanity for the property below: a run makes many writes to crash before."""
+    driver = RuntimeTestDriver(exactly_once=True)
+    driver.produce(fleet_trace())
+    await driver.run()
+    assert driver.broker.writes > 200
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    exactly_once=st.booleans(),
+    crash_at=st.lists(st.integers(min_value=1, max_value=1500), max_size=6),
+    batch_size=st.integers(1, 40),
+    commit_every=st.integers(1, 60),
+)
+async def test_crash_before_any_write_never_changes_or_loses_outputs(
+    exactly_once: bool, crash_at: list[int], batch_size: int, commit_every: int
+) -> None:
+    lines = fleet_trace()
+    driver = RuntimeTestDriver(
+        exactly_once=exactly_once, batch_size=batch_size, commit_every=commit_every
+    )
+    driver.produce(lines)
+    await driver.run(crash_at=crash_at)
+    expected = replay_ids(lines)
+    if exactly_once:
+        # read committed: every output exactly once
+        assert ids(driver) == expected
+    else:
+        # at-least-once: nothing missing, nothing that replay does not make
+        assert set(ids(driver, committed_only=False)) == set(expected)

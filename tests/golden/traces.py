@@ -1,0 +1,64 @@
+"""The traces the golden-output test replays, and how their outputs are produced.
+
+Every trace the repository has: the example traces (``examples/*.jsonl``), the
+scenario fleet built from the hand-written sessions, and 200 simulated
+sessions. The simulated input is checked in (``inputs/sim-200.jsonl.gz``) rather
+than generated at test time, so that a change to the simulator cannot move the
+baseline that proves the engine's outputs unchanged.
+
+Regenerate the checked-in outputs (only for a deliberate behaviour change, in
+its own commit) with ``python -m tests.golden.regenerate``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from pathlib import Path
+
+from streams.codec import encode_output
+from streams.engine.config import EngineSettings
+from streams.engine.engine import Engine, Source
+from streams.sim.scenarios import demo_fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+INPUTS = HERE / "inputs"
+OUTPUTS = HERE / "outputs"
+SIM_INPUT = INPUTS / "sim-200.jsonl.gz"
+SIM_SESSIONS = 200
+
+
+def _split(data: bytes) -> list[bytes]:
+    return [line for line in data.split(b"\n") if line.strip()]
+
+
+def golden_traces() -> dict[str, list[bytes]]:
+    """Name -> input lines, for every trace the golden test covers."""
+    traces: dict[str, list[bytes]] = {}
+    for path in sorted((ROOT / "examples").glob("*.jsonl")):
+        traces[f"examples-{path.stem}"] = _split(path.read_bytes())
+    traces["scenarios-demo-fleet"] = demo_fleet(12)
+    for path in sorted(INPUTS.glob("*.jsonl.gz")):
+        traces[path.name.removesuffix(".jsonl.gz")] = _split(gzip.decompress(path.read_bytes()))
+    return traces
+
+
+def replay(lines: Iterable[bytes], settings: EngineSettings | None = None) -> list[bytes]:
+    """Every output of a fresh engine over ``lines``, as the bytes written to Kafka."""
+    engine = Engine(settings)
+    return [
+        encode_output(output)
+        for offset, line in enumerate(lines)
+        for output in engine.process_raw(line, Source("spanguard.events", 0, offset))
+    ]
+
+
+def output_path(name: str) -> Path:
+    """Where the checked-in outputs of trace ``name`` live."""
+    return OUTPUTS / f"{name}.jsonl"
+
+
+def read_outputs(name: str) -> list[bytes]:
+    """The checked-in outputs of trace ``name``."""
+    return _split(output_path(name).read_bytes())

@@ -95,7 +95,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
 
     _emit_pins(event, pins, emission)
     if frozen:
-        recompute_id = _request_recompute(session, emission)
+        recompute_id = _request_recompute(session, set(dropped), emission)
     action = _action(frozen, committed, refused)
     emission.decision(
         event.request_id, event.basis, action, committed, refused, dropped, recompute_id
@@ -237,12 +237,14 @@ def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emissio
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
 
 
-def _request_recompute(session: SessionState, emission: Emission) -> str:
+def _request_recompute(session: SessionState, dropped: set[str], emission: Emission) -> str:
+    # A span the same decision drops is never named (contract 1.1, gate step 5):
+    # neighbours are taken among the spans that stay live.
     spans = session.spans
     wanted: set[str] = set()
     for span_id in session.stale:
         wanted.add(span_id)
-        wanted.update(session.neighbours(spans[span_id]))
+        wanted.update(session.neighbours(spans[span_id], dropped))
     ordered = sorted(wanted, key=lambda s: spans[s].order_key)
     reason = (
         f"FREEZE: {len(session.stale)} live span(s) rewritten since their last bound score; "

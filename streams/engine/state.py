@@ -14,6 +14,7 @@ running sums and sorted indexes so that the gate never rescans the session:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
@@ -224,16 +225,25 @@ class SessionState:
         """Mean bound score of the live set, or None when nothing is scored."""
         return self.bound_sum / self.bound_count if self.bound_count else None
 
-    def neighbours(self, span: SpanState) -> list[str]:
-        """Live spans adjacent by position, plus live ``derived_from`` parents and children."""
+    def neighbours(self, span: SpanState, leaving: AbstractSet[str] = frozenset()) -> list[str]:
+        """Live spans adjacent by position, plus live ``derived_from`` parents and
+        children, none of them in ``leaving`` (spans that leave the live set with
+        the same decision: adjacency skips over them)."""
         found: list[str] = []
+        order = self.order
         at = self.order.index(span.order_key)
-        if at > 0:
-            found.append(self.order[at - 1][2])
-        if at + 1 < len(self.order):
-            found.append(self.order[at + 1][2])
-        found.extend(p for p in span.derived_from if p in self.spans)
-        found.extend(self.children.get(span.span_id, ()))
+        before = at - 1
+        while before >= 0 and order[before][2] in leaving:
+            before -= 1
+        if before >= 0:
+            found.append(order[before][2])
+        after = at + 1
+        while after < len(order) and order[after][2] in leaving:
+            after += 1
+        if after < len(order):
+            found.append(order[after][2])
+        found.extend(p for p in span.derived_from if p in self.spans and p not in leaving)
+        found.extend(c for c in self.children.get(span.span_id, ()) if c not in leaving)
         return found
 
     # -- duplicate window ------------------------------------------------

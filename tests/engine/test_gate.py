@@ -216,6 +216,37 @@ def test_poisoned_span_is_dropped_with_next_decision_even_freeze() -> None:
     assert "p" not in d.engine.session("acme", "s1").spans  # type: ignore[union-attr]
 
 
+def test_span_dropped_by_a_freeze_is_not_named_in_its_recompute_request() -> None:
+    # p is poisoned and sits between x and the stale y: the FREEZE drops p, so the
+    # recompute request names y and its neighbours among the spans that stay (x),
+    # never p (contract 1.1, gate step 5).
+    s = SessionScript()
+    s.add("p", "v0")
+    s.add("x", "other")
+    for i in range(1, 4):
+        s.rewrite([{"span_id": "p", "text": f"v{i}"}, {"span_id": "x"}], declared_modified=["p"])
+    s.score(("x", 0.5))
+    s.add("y")
+    s.add("z")
+    s.rewrite(
+        [
+            {"span_id": "x"},
+            {"span_id": "p"},
+            {"span_id": "y", "text": "y changed"},
+            {"span_id": "z"},
+        ],
+        declared_modified=["y"],
+    )
+    s.evict(["x"])
+    d = EngineDriver()
+    d.pipe(s)
+    [dec] = d.decisions()
+    assert dec.action == Action.FREEZE and dec.dropped == ["p"]
+    [rc] = d.recomputes()
+    assert dec.recompute_id == rc.recompute_id
+    assert rc.span_ids == ["x", "y", "z"]
+
+
 def test_pinned_poisoned_span_stays_with_critical_fault() -> None:
     s = SessionScript()
     s.add("p", "v0", introduces=ACCOUNT)

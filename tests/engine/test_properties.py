@@ -126,6 +126,9 @@ def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[t
             recompute = [o for o in outputs if isinstance(o, ScoresRecomputeRequested)]
             assert decision.recompute_id == recompute[0].recompute_id
             assert stale_before <= set(recompute[0].span_ids)
+            assert not set(decision.dropped) & set(recompute[0].span_ids), (
+                "a span dropped by a decision is never named in its recompute request"
+            )
         if decision.basis == "score":
             assert not (set(decision.committed) & stale_before), "a stale span is never ranked"
             if stale_before:

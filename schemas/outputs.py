@@ -31,6 +31,10 @@ class FaultKind(StrEnum):
     SEQUENCE_GAP = "SEQUENCE_GAP"
     OUT_OF_ORDER = "OUT_OF_ORDER"
     PRUNING_STALLED = "PRUNING_STALLED"
+    SUMMARY_BALLOONING = "SUMMARY_BALLOONING"
+    """Contract 1.1: a rewrite made a span longer than what it replaces."""
+    EMPTY_SUMMARY = "EMPTY_SUMMARY"
+    """Contract 1.1: a rewrite created an empty (or near-empty) summary of 2+ spans."""
 
 
 class Severity(StrEnum):
@@ -60,6 +64,8 @@ DEFAULT_SEVERITY: dict[FaultKind, Severity] = {
     FaultKind.SEQUENCE_GAP: Severity.WARNING,
     FaultKind.OUT_OF_ORDER: Severity.WARNING,
     FaultKind.PRUNING_STALLED: Severity.CRITICAL,
+    FaultKind.SUMMARY_BALLOONING: Severity.WARNING,
+    FaultKind.EMPTY_SUMMARY: Severity.CRITICAL,
 }
 
 
@@ -117,7 +123,19 @@ class OutputEnvelope(ClosedModel):
 
 
 class IntegrityFault(OutputEnvelope):
-    """A broken invariant; ``evidence`` holds what proves it (hashes, counts, series)."""
+    """A broken invariant; ``evidence`` holds what proves it (hashes, counts, series).
+
+    Contract 1.1's kinds carry ``rewrite_id`` and one item per span in ``spans``:
+    ``SUMMARY_BALLOONING`` items hold ``span_id``, ``change`` (``created`` |
+    ``modified``), ``tokens``, ``tokens_before`` (modified only), ``sources``
+    (span id -> tokens: a created span's parents; the spans a modified span
+    absorbed), ``source_tokens`` (for a modified span its own tokens before plus
+    what it absorbed) and ``ratio``, next to the configured ``balloon_ratio``.
+    ``EMPTY_SUMMARY`` items hold ``span_id``, ``tokens``, ``empty_text``,
+    ``parents``, ``parent_tokens`` (of the parents live before the rewrite) and
+    ``unknown_parents`` (already gone: no tokens in state), next to the
+    configured ``min_summary_tokens`` and ``parent_factor``.
+    """
 
     type: Literal["integrity.fault"] = "integrity.fault"
     fault_id: str

@@ -79,6 +79,15 @@ class Settings(BaseSettings):
         "drop", description="poisoned spans: drop at the next decision, or only flag"
     )
     stall_after: int = Field(3, ge=1, description="FREEZEs in a row that raise PRUNING_STALLED")
+    balloon_ratio: float = Field(
+        1.0, ge=0, description="SUMMARY_BALLOONING above this x the rewritten span's sources"
+    )
+    min_summary_tokens: int = Field(
+        3, ge=0, description="EMPTY_SUMMARY below this many tokens (with enough parent tokens)"
+    )
+    empty_summary_parent_factor: int = Field(
+        25, ge=1, description="EMPTY_SUMMARY needs parents with this x min_summary_tokens"
+    )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids remembered per session")
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger input records are TOO_LARGE")
     emit_surfaces: bool = Field(
@@ -110,6 +119,9 @@ class Settings(BaseSettings):
             protect_lineage=self.protect_lineage,
             poisoned=self.poisoned,
             stall_after=self.stall_after,
+            balloon_ratio=self.balloon_ratio,
+            min_summary_tokens=self.min_summary_tokens,
+            empty_summary_parent_factor=self.empty_summary_parent_factor,
             dedup_window=self.dedup_window,
             max_event_bytes=self.max_event_bytes,
             emit_surfaces=self.emit_surfaces,

@@ -36,6 +36,19 @@ class EngineSettings(BaseModel):
     )
     poisoned_at: int = Field(3, ge=1, description="counter that poisons a span")
     stall_after: int = Field(3, ge=1, description="FREEZEs in a row that raise PRUNING_STALLED")
+    balloon_ratio: float = Field(
+        1.0,
+        ge=0,
+        description="SUMMARY_BALLOONING when a rewritten span's tokens exceed this x its sources'",
+    )
+    min_summary_tokens: int = Field(
+        3, ge=0, description="EMPTY_SUMMARY below this many tokens (with enough parent tokens)"
+    )
+    empty_summary_parent_factor: int = Field(
+        25,
+        ge=1,
+        description="EMPTY_SUMMARY needs parents holding at least this x min_summary_tokens",
+    )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids kept per session")
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger inputs are TOO_LARGE")
     emit_surfaces: bool = Field(

@@ -24,6 +24,7 @@ from streams.engine.emit import Emission
 from streams.engine.holdings import Holdings, HoldingsBuilder
 from streams.engine.referent_index import Mention
 from streams.engine.state import OrderKey, SessionState, SpanState
+from streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
 @dataclass(slots=True)
@@ -49,6 +50,9 @@ def apply_rewrite(
     holdings = _new_holdings(session, event, diff, builder)
     counters = _new_counters(session, diff)
     before = _resolutions_before(session, diff, holdings)
+    summaries = inspect_summaries(
+        session, emission.settings, diff.created, diff.modified, diff.merged
+    )
 
     missing_invalidation = _check_invalidation(event, diff)
     window.clean = not missing_invalidation and not diff.ungated
@@ -84,6 +88,8 @@ def apply_rewrite(
     apply_counters(session, emission, changes, cause=event.rewrite_id)
     if _check_referents(session, event, before, emission):
         window.clean = False
+    # Last, so that the ids of the faults above stay those of contract 1.0.
+    emit_summary_faults(summaries, event.rewrite_id, emission)
 
 
 def _diff(session: SessionState, event: ContextRewritten) -> _Diff:

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import base64
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import EvictionDecided, FaultKind, IntegrityFault, ScoresRecomputeRequested, SpanPinned
+from schemas import (
+    EvictionDecided,
+    FaultKind,
+    IntegrityFault,
+    ScoresRecomputeRequested,
+    SpanPinned,
+    text_sha256,
+)
 from streams.cli.replay import _lines
 from streams.codec import decode_output, encode_output
+from streams.engine.config import EngineSettings
 from streams.engine.driver import EngineDriver
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript
@@ -26,7 +35,13 @@ def actions(draw: st.DrawFn) -> list[tuple]:  # type: ignore[type-arg]
     return draw(
         st.lists(
             st.one_of(
-                st.tuples(st.just("add"), span_ids, st.integers(0, 2), st.integers(0, 2)),
+                st.tuples(
+                    st.just("add"),
+                    span_ids,
+                    st.integers(0, 2),
+                    st.integers(0, 2),
+                    st.sampled_from([None, 1, 40]),
+                ),
                 st.tuples(
                     st.just("score"),
                     st.lists(st.tuples(span_ids, st.floats(0, 1)), max_size=4),
@@ -37,6 +52,7 @@ def actions(draw: st.DrawFn) -> list[tuple]:  # type: ignore[type-arg]
                     st.lists(span_ids, max_size=6, unique=True),
                     st.lists(span_ids, max_size=3),
                     st.booleans(),
+                    st.sampled_from([None, 0, 1, 2, 100]),
                 ),
                 st.tuples(st.just("evict"), st.lists(span_ids, max_size=4, unique=True)),
                 st.tuples(st.just("policy"), st.one_of(st.floats(0, 1), st.integers(0, 6))),
@@ -53,24 +69,29 @@ def build(script_actions: list[tuple]) -> SessionScript:  # type: ignore[type-ar
     for action in script_actions:
         kind = action[0]
         if kind == "add":
-            _, sid, key_i, men_i = action
+            _, sid, key_i, men_i, tokens = action
             intro = [{"key": KEYS[key_i], "type": TYPES[key_i % 2]}] if key_i < 2 else None
             mention = [{"type": TYPES[men_i % 2]}] if men_i < 2 else None
-            s.add(sid, f"{sid} v{version}", introduces=intro, mentions=mention)
+            s.add(sid, f"{sid} v{version}", introduces=intro, mentions=mention, tokens=tokens)
         elif kind == "score":
             _, pairs, stale = action
             s.score(*pairs, against={p[0]: "other" for p in pairs[:1]} if stale else None)
         elif kind == "rewrite":
-            _, keep, modify, merge = action
+            _, keep, modify, merge, merged_tokens = action
             version += 1
             entries = [
                 {"span_id": sid, "text": f"{sid} v{version}"} if sid in modify else {"span_id": sid}
                 for sid in keep
             ]
             if merge:
-                entries.append(
-                    {"span_id": f"m{version}", "text": "merged", "derived_from": SPANS[:3]}
-                )
+                merged: dict[str, object] = {
+                    "span_id": f"m{version}",
+                    "text": "" if merged_tokens == 0 else "merged",
+                    "derived_from": SPANS[:3],
+                }
+                if merged_tokens is not None:
+                    merged["tokens"] = merged_tokens
+                entries.append(merged)
             s.rewrite(entries, declared_modified=modify)
         elif kind == "evict":
             s.evict(action[1])
@@ -147,6 +168,56 @@ def test_gate_invariants(script_actions: list[tuple]) -> None:  # type: ignore[t
             if sp.stale_rewrites > 0 and sid not in state.poisoned_pending
         }
         assert len(state.order) == len(state.spans)
+
+
+@PROPS
+@given(actions())
+def test_summary_faults_follow_their_rules(script_actions: list[tuple]) -> None:  # type: ignore[type-arg]
+    # A plain re-statement of contract 1.1's two rules, checked on every rewrite.
+    conf = EngineSettings()
+    engine = Engine(conf)
+    for line in build(script_actions).lines():
+        event = orjson.loads(line)
+        state = engine.session("acme", "s1")
+        before = {
+            sid: (sp.text_sha256, sp.tokens) for sid, sp in (state.spans.items() if state else ())
+        }
+        outputs = engine.process_raw(line, Source("t", 0, 0))
+        faults = {o.kind: o for o in outputs if isinstance(o, IntegrityFault)}
+        if event["type"] != "context.rewritten":
+            assert FaultKind.SUMMARY_BALLOONING not in faults
+            assert FaultKind.EMPTY_SUMMARY not in faults
+            continue
+        context = event["context"]
+        in_snapshot = {e["span_id"] for e in context}
+        named = {p for e in context for p in e.get("derived_from", ())}
+        merged = {sid for sid in before if sid not in in_snapshot and sid in named}
+        balloon, empty = [], []
+        for entry in context:
+            sid, tokens = entry["span_id"], entry["tokens"]
+            parents = list(dict.fromkeys(entry.get("derived_from", ())))
+            if sid in before:
+                old_hash, old_tokens = before[sid]
+                if old_hash != text_sha256(entry["text"]):
+                    sources = old_tokens + sum(before[p][1] for p in parents if p in merged)
+                    if tokens > conf.balloon_ratio * sources:
+                        balloon.append(sid)
+                continue
+            if not parents:
+                continue
+            parent_tokens = sum(before[p][1] for p in parents if p in before)
+            if all(p in before for p in parents) and tokens > conf.balloon_ratio * parent_tokens:
+                balloon.append(sid)
+            floor = conf.min_summary_tokens
+            if len(parents) >= 2 and (
+                entry["text"] == ""
+                or (tokens < floor and parent_tokens >= conf.empty_summary_parent_factor * floor)
+            ):
+                empty.append(sid)
+        got_balloon = faults.get(FaultKind.SUMMARY_BALLOONING)
+        got_empty = faults.get(FaultKind.EMPTY_SUMMARY)
+        assert sorted(got_balloon.span_ids if got_balloon else []) == sorted(balloon)
+        assert (got_empty.span_ids if got_empty else []) == empty
 
 
 @PROPS

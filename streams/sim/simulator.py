@@ -68,6 +68,8 @@ INJECTIONS: tuple[str, ...] = (
     "SEQUENCE_GAP",
     "ORPHANED_PARENT",
     "PRUNING_STALLED",
+    "SUMMARY_BALLOONING",
+    "EMPTY_SUMMARY",
     "MALFORMED",
 )
 """Names of the fault mix: each injects the fault kind of the same name
@@ -1101,6 +1103,8 @@ class SessionGenerator:
             "SEQUENCE_GAP": self._inj_sequence_gap,
             "ORPHANED_PARENT": self._inj_orphan,
             "PRUNING_STALLED": self._inj_stalled,
+            "SUMMARY_BALLOONING": self._inj_ballooning,
+            "EMPTY_SUMMARY": self._inj_empty_summary,
         }[name]
         return self._attempt(build, name)
 
@@ -1556,6 +1560,7 @@ class SessionGenerator:
         base_seq: int | None = None,
         late: Sequence[str] = (),
         intend: Sequence[FaultKind] = (),
+        summary: str | None = None,
     ) -> tuple[list[str], dict[str, float]] | None:
         """One compaction; returns (created summary ids, the scores of the spans
         it changed or merged, as they were) or None when it cannot be built."""
@@ -1594,6 +1599,12 @@ class SessionGenerator:
                     continue
                 parents = sorted(merges[first_of[sid]], key=lambda s: model.spans[s].order)
                 new_id, content, text = self._summary(p, parents, known)
+                if summary == "long":
+                    text = self._ballooned(p, parents, content, known)
+                    content.text = text.text
+                elif summary == "empty":
+                    text = compose("", (), known)
+                    content = SpanContent("summary", ("",), (), 0, "")
                 claim_value: tuple[str, float, str | None] | None = None
                 if claim is not None:
                     inherited = max((old_scores.get(q, 0.0) for q in parents), default=0.5)
@@ -1637,6 +1648,18 @@ class SessionGenerator:
         st.content.update(new_content)
         p.run(RewriteOp(tuple(entries), tuple(declared), tuple(invalid), base_seq), intend)
         return created, old_scores
+
+    def _ballooned(
+        self, p: Planner, parents: Sequence[str], content: SpanContent, known: frozenset[str]
+    ) -> Text:
+        """A summarizer that restates its sources at length: longer than all of them."""
+        budget = sum(p.model.spans[s].tokens for s in parents)
+        template = content.forms[0]
+        text = compose(template, content.slots, known)
+        while text.tokens <= budget:
+            template += " Restated once more at length."
+            text = compose(template, content.slots, known)
+        return text
 
     def _compaction(
         self,
@@ -1889,6 +1912,44 @@ class SessionGenerator:
             return False
         _, old = built
         fixed = {s: old[s] for s in lossy if s in old}
+        p.run(self._pass(p, self._closing_values(p, fixed)))
+        return True
+
+    def _inj_ballooning(self, p: Planner) -> bool:
+        return self._compaction(
+            p,
+            intend=[FaultKind.SUMMARY_BALLOONING],
+            merge=True,
+            paraphrases=0,
+            summary="long",
+            allow_lag=False,
+        )
+
+    def _inj_empty_summary(self, p: Planner) -> bool:
+        # The summarizer failed (an error, a refusal) and the harness committed its
+        # empty output over small talk, so no referent is lost with it.
+        fillers = [s for s in self._ordered_ok(p) if p.state.content[s].filler]
+        order = [s.span_id for s in p.model.ordered()]
+        runs = [
+            order[i : i + 2]
+            for i in range(len(order) - 1)
+            if order[i] in fillers and order[i + 1] in fillers
+        ]
+        if runs:
+            group = self.rng.choice(runs)
+        else:  # a short exchange of small talk first
+            st = p.state
+            group = [
+                self._add(p, self.rng.choice([b for b in beats if not b.slots]), ())
+                for beats in (self.domain.user, self.domain.assistant)
+            ]
+            p.run(self._pass(p, {sid: self._natural(st.content[sid]) for sid in group}))
+        built = self._rewrite(p, merges=[group], summary="empty", intend=[FaultKind.EMPTY_SUMMARY])
+        if built is None:
+            return False
+        created, old = built
+        parents = [old[q] for q in group if q in old]
+        fixed = {created[0]: (sum(parents) / len(parents) if parents else 0.3)}
         p.run(self._pass(p, self._closing_values(p, fixed)))
         return True
 

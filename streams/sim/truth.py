@@ -24,6 +24,7 @@ freezes, lineage not protected); the truth file records them.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,7 @@ import orjson
 
 from schemas import FaultKind, RefusalReason
 
+EMPTY_TEXT_SHA256 = hashlib.sha256(b"").hexdigest()
 TRUTH_FORMAT = "spanguard-sim-truth"
 TRUTH_VERSION = 1
 
@@ -629,6 +631,7 @@ class ContextModel:
             faults.append(Predicted(FaultKind.SCORE_PROVENANCE_GAP, tuple(gaps)))
         if stale:
             faults.append(Predicted(FaultKind.STALE_SCORE, tuple(stale)))
+        summary_faults = self._summary_faults(created, modified, merged)
 
         # Apply.
         for span in merged + ungated:
@@ -674,7 +677,41 @@ class ContextModel:
         ]
         if dropped:
             faults.append(Predicted(FaultKind.REFERENT_DROPPED, tuple(dict.fromkeys(dropped))))
-        return faults
+        return faults + summary_faults
+
+    def _summary_faults(
+        self,
+        created: Sequence[RewriteEntry],
+        modified: Sequence[tuple[RewriteEntry, SpanFacts]],
+        merged: Sequence[SpanFacts],
+    ) -> list[Predicted]:
+        """Contract 1.1: a span longer than its sources (``SUMMARY_BALLOONING``, ratio
+        1.0) and an empty summary of 2+ spans (``EMPTY_SUMMARY``: empty text, or
+        under 3 tokens from parents holding 75 or more)."""
+        balloon: list[str] = []
+        empty: list[str] = []
+        for entry in created:
+            parents = list(dict.fromkeys(entry.derived_from or ()))
+            if not parents:
+                continue
+            parent_tokens = sum(self.spans[p].tokens for p in parents if p in self.spans)
+            if all(p in self.spans for p in parents) and entry.tokens > parent_tokens:
+                balloon.append(entry.span_id)
+            if len(parents) >= 2 and (
+                entry.text_sha256 == EMPTY_TEXT_SHA256 or (entry.tokens < 3 and parent_tokens >= 75)
+            ):
+                empty.append(entry.span_id)
+        absorbed = {s.span_id: s.tokens for s in merged}
+        for entry, span in modified:
+            sources = span.tokens + sum(absorbed.get(p, 0) for p in entry.derived_from or ())
+            if entry.tokens > sources:
+                balloon.append(entry.span_id)
+        found: list[Predicted] = []
+        if balloon:
+            found.append(Predicted(FaultKind.SUMMARY_BALLOONING, tuple(balloon)))
+        if empty:
+            found.append(Predicted(FaultKind.EMPTY_SUMMARY, tuple(empty)))
+        return found
 
     def evict(
         self,

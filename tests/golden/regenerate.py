@@ -4,7 +4,10 @@ Run only for a deliberate behaviour change, in the commit that makes it, so the
 diff of ``tests/golden/outputs/`` shows exactly which outputs the change moved::
 
     python -m tests.golden.regenerate            # outputs only
-    python -m tests.golden.regenerate --inputs   # re-simulate the input first
+    python -m tests.golden.regenerate --inputs   # simulate missing inputs first
+
+``--inputs`` writes only the simulated inputs that do not exist yet: delete one
+to re-simulate it (its outputs then change with the simulator, not the engine).
 """
 
 from __future__ import annotations
@@ -12,17 +15,19 @@ from __future__ import annotations
 import gzip
 import sys
 
-from streams.sim.simulator import SimConfig, simulate
-from tests.golden.traces import INPUTS, OUTPUTS, SIM_INPUT, SIM_SESSIONS, golden_traces, replay
+from streams.sim.simulator import simulate
+from tests.golden.traces import INPUTS, OUTPUTS, SIM_FLEETS, golden_traces, replay
 
 
 def main(argv: list[str]) -> None:
     """Regenerate the checked-in golden files."""
     if "--inputs" in argv:
         INPUTS.mkdir(parents=True, exist_ok=True)
-        fleet = simulate(SimConfig(sessions=SIM_SESSIONS))
-        data = b"".join(line + b"\n" for line in fleet.lines)
-        SIM_INPUT.write_bytes(gzip.compress(data, 9, mtime=0))
+        for name, config in SIM_FLEETS.items():
+            path = INPUTS / f"{name}.jsonl.gz"
+            if not path.exists():
+                data = b"".join(line + b"\n" for line in simulate(config).lines)
+                path.write_bytes(gzip.compress(data, 9, mtime=0))
     OUTPUTS.mkdir(parents=True, exist_ok=True)
     for name, lines in golden_traces().items():
         outputs = replay(lines)

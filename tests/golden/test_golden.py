@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.golden.traces import SIM_INPUT, golden_traces, output_path, read_outputs, replay
+from tests.golden.traces import SIM_FLEETS, golden_traces, output_path, read_outputs, replay
 
 TRACES = golden_traces()
 
 
 def test_every_trace_has_checked_in_outputs() -> None:
-    assert SIM_INPUT.exists()
-    assert {"examples-healthy", "examples-broken", "scenarios-demo-fleet", "sim-200"} <= set(TRACES)
+    assert {"examples-healthy", "examples-broken", "scenarios-demo-fleet", *SIM_FLEETS} <= set(
+        TRACES
+    )
     missing = [name for name in TRACES if not output_path(name).exists()]
     assert not missing, f"no golden outputs for {missing}: run python -m tests.golden.regenerate"
 

@@ -20,13 +20,23 @@ from streams.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.sim.scenarios import demo_fleet
+from streams.sim.simulator import SimConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 INPUTS = HERE / "inputs"
 OUTPUTS = HERE / "outputs"
-SIM_INPUT = INPUTS / "sim-200.jsonl.gz"
-SIM_SESSIONS = 200
+SIM_FLEETS: dict[str, SimConfig] = {
+    "sim-200": SimConfig(sessions=200),
+    # Contract 1.1's summary faults, injected into every session.
+    "sim-summaries-40": SimConfig(
+        sessions=40,
+        seed=11,
+        fault_rate=1.0,
+        faults=(("SUMMARY_BALLOONING", 1), ("EMPTY_SUMMARY", 1)),
+    ),
+}
+"""The simulated fleets whose input is checked in (``inputs/<name>.jsonl.gz``)."""
 
 
 def _split(data: bytes) -> list[bytes]:

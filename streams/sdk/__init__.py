@@ -1,0 +1,35 @@
+"""spanguard's client SDK: report an agent's context, ask the gate before evicting.
+
+Imports no Faust (``import streams.sdk`` loads neither ``faust`` nor ``mode``
+nor ``rocksdict``). Start with :class:`SpanguardClient` (async) or
+:class:`SyncSpanguardClient`; framework adapters live in
+``streams.sdk.adapters`` and import their framework only there. See docs/sdk.md.
+"""
+
+from streams.sdk.client import DEFAULT_TIMEOUT, RewriteReport, Session, SpanguardClient
+from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome, gate_compaction
+from streams.sdk.decision import Decision
+from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
+from streams.sdk.messages import Message, TokenCounter, approximate_tokens
+from streams.sdk.sync import SyncSession, SyncSpanguardClient
+from streams.sdk.tracker import RewriteDiff, SpanTracker
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_VETO",
+    "CompactionOutcome",
+    "Decision",
+    "KafkaLink",
+    "Message",
+    "RewriteDiff",
+    "RewriteReport",
+    "Session",
+    "SpanTracker",
+    "SpanguardClient",
+    "SpanguardUnavailable",
+    "SyncSession",
+    "SyncSpanguardClient",
+    "TokenCounter",
+    "approximate_tokens",
+    "gate_compaction",
+]

@@ -1,0 +1,241 @@
+"""LangChain 1.x: a middleware that reports every model call and gates compaction.
+
+Three lines::
+
+    guard = SpanguardMiddleware(session, compactor=SummarizationMiddleware(model, ...))
+    agent = create_agent(model, tools, middleware=[guard])
+    result = agent.invoke({"messages": [...]})   # result["spanguard_faults"]
+
+``compactor`` is any middleware whose ``before_model`` rewrites the messages
+(LangChain's ``SummarizationMiddleware``, your own): the guard calls it,
+checks its proposal before it is applied (an empty or ballooning summary is
+vetoed and the original messages stay), asks the gate to evict what it
+removes, puts back what the gate refuses (pinned: a later turn refers to it)
+and reports the result. Faults land in the agent state's ``spanguard_faults``
+(so in ``invoke``'s result); kinds in ``raise_on`` raise
+:class:`SpanguardFaultError` out of the agent instead.
+
+:func:`guarded_trim_messages` wraps ``langchain_core``'s ``trim_messages`` the same way.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.messages import BaseMessage, trim_messages
+from langgraph.runtime import Runtime
+
+from schemas import FaultKind
+from streams.sdk.adapters.lc_messages import (
+    apply_update,
+    replace_all,
+    to_messages,
+    tool_partners,
+)
+from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
+from streams.sdk.client import Session
+from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome, gate_compaction
+from streams.sdk.messages import Message, TokenCounter
+
+FAULTS_KEY = "spanguard_faults"
+
+
+class SpanguardFaultError(RuntimeError):
+    """A fault of a kind the adapter was told to raise on; ``outcome`` has the details."""
+
+    def __init__(self, outcome: CompactionOutcome) -> None:
+        kinds = ", ".join(outcome.fault_kinds)
+        super().__init__(f"spanguard: {kinds} ({outcome.note or 'compaction'})")
+        self.outcome = outcome
+
+
+class SpanguardState(AgentState[Any]):
+    """The agent state plus the faults spanguard found (accumulated over the run)."""
+
+    spanguard_faults: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+
+
+def fault_records(outcome: CompactionOutcome) -> list[dict[str, Any]]:
+    """The outcome's faults as JSON-ready dicts (hashes and ids only, never text)."""
+    return [f.model_dump(mode="json") for f in outcome.faults]
+
+
+def check_raise(outcome: CompactionOutcome, raise_on: Collection[FaultKind]) -> None:
+    """Raise :class:`SpanguardFaultError` when the outcome has a fault of ``raise_on``."""
+    if any(kind in raise_on for kind in outcome.fault_kinds):
+        raise SpanguardFaultError(outcome)
+
+
+Proposal = dict[str, Any] | None
+
+
+class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any]):
+    """Reports every model call's messages; gates ``compactor``'s rewrites (see the module)."""
+
+    state_schema = SpanguardState
+
+    def __init__(
+        self,
+        session: AnySession,
+        *,
+        compactor: AgentMiddleware[Any, Any] | None = None,
+        veto_on: Collection[FaultKind] = DEFAULT_VETO,
+        carry_scores: bool = False,
+        raise_on: Collection[FaultKind] = (),
+        token_counter: TokenCounter | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.session: Session = unwrap(session)
+        self.compactor = compactor
+        self.veto_on = frozenset(veto_on)
+        self.carry_scores = carry_scores
+        self.raise_on = frozenset(raise_on)
+        self.token_counter = token_counter
+        self.timeout = timeout
+        self.outcomes: list[CompactionOutcome] = []
+        """Every gated compaction of this middleware, in order (for inspection)."""
+        if compactor is not None:
+            self.tools = list(getattr(compactor, "tools", []))
+
+    @property
+    def name(self) -> str:
+        """Unique per wrapped compactor, so several guards can share an agent."""
+        inner = f"[{self.compactor.name}]" if self.compactor is not None else ""
+        return f"SpanguardMiddleware{inner}"
+
+    # -- compaction ------------------------------------------------------------
+
+    def before_model(self, state: SpanguardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Run the compactor and gate its proposal (sync agents)."""
+        proposal = self.compactor.before_model(state, runtime) if self.compactor else None
+        return run_sync(self.session, self._gate(state["messages"], proposal))
+
+    async def abefore_model(
+        self, state: SpanguardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Run the compactor and gate its proposal (async agents)."""
+        proposal = await self.compactor.abefore_model(state, runtime) if self.compactor else None
+        return await run_async(self.session, self._gate(state["messages"], proposal))
+
+    async def _gate(
+        self, messages: Sequence[BaseMessage], proposal: Proposal
+    ) -> dict[str, Any] | None:
+        before = to_messages(messages, self.token_counter)
+        if not proposal or "messages" not in proposal:
+            await self.session.observe(before)
+            return proposal
+        proposed = apply_update(messages, proposal["messages"])
+        outcome = await gate_compaction(
+            self.session,
+            before,
+            to_messages(proposed, self.token_counter),
+            veto_on=self.veto_on,
+            carry_scores=self.carry_scores,
+            partners=tool_partners(messages),
+            timeout=self.timeout,
+        )
+        self.outcomes.append(outcome)
+        check_raise(outcome, self.raise_on)
+        update = {k: v for k, v in proposal.items() if k != "messages"}
+        if outcome.faults:
+            update[FAULTS_KEY] = fault_records(outcome)
+        if outcome.applied:
+            by_id = {m.id: m for m in (*messages, *proposed)}
+            update["messages"] = replace_all([by_id[m.id] for m in outcome.messages])
+        return update or None
+
+    # -- reporting every model call ----------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Report the messages the model is called with, then its answer (sync agents)."""
+        run_sync(self.session, self.session.observe(to_messages(request.messages)))
+        response = handler(request)
+        run_sync(self.session, self.session.observe(_answer(response)))
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """Report the messages the model is called with, then its answer (async agents)."""
+        await run_async(self.session, self.session.observe(to_messages(request.messages)))
+        response = await handler(request)
+        await run_async(self.session, self.session.observe(_answer(response)))
+        return response
+
+
+def _answer(response: ModelResponse[Any]) -> list[Message]:
+    # The answer's ids are set here, on the message objects the agent puts in its state.
+    return to_messages(getattr(response, "result", None) or [])
+
+
+def guarded_trim_messages(
+    session: AnySession,
+    messages: Sequence[BaseMessage],
+    *,
+    veto_on: Collection[FaultKind] = DEFAULT_VETO,
+    carry_scores: bool = False,
+    raise_on: Collection[FaultKind] = (),
+    timeout: float | None = None,
+    **trim_options: Any,
+) -> tuple[list[BaseMessage], CompactionOutcome]:
+    """``trim_messages(messages, **trim_options)``, gated: messages the gate refuses to
+    evict stay (in their place); returns the messages to use and the outcome.
+
+    Call from sync code; for async code use :func:`aguarded_trim_messages`.
+    """
+    async_session = unwrap(session)
+    return run_sync(
+        async_session,
+        aguarded_trim_messages(
+            async_session,
+            messages,
+            veto_on=veto_on,
+            carry_scores=carry_scores,
+            raise_on=raise_on,
+            timeout=timeout,
+            **trim_options,
+        ),
+    )
+
+
+async def aguarded_trim_messages(
+    session: AnySession,
+    messages: Sequence[BaseMessage],
+    *,
+    veto_on: Collection[FaultKind] = DEFAULT_VETO,
+    carry_scores: bool = False,
+    raise_on: Collection[FaultKind] = (),
+    timeout: float | None = None,
+    **trim_options: Any,
+) -> tuple[list[BaseMessage], CompactionOutcome]:
+    """Async :func:`guarded_trim_messages`."""
+    async_session = unwrap(session)
+    before = to_messages(messages)
+    trimmed = trim_messages(list(messages), **trim_options)
+    outcome = await gate_compaction(
+        async_session,
+        before,
+        to_messages(trimmed),
+        veto_on=veto_on,
+        carry_scores=carry_scores,
+        partners=tool_partners(messages),
+        timeout=timeout,
+    )
+    check_raise(outcome, raise_on)
+    by_id = {m.id: m for m in (*messages, *trimmed)}
+    return [by_id[m.id] for m in outcome.messages if m.id in by_id], outcome

@@ -1,0 +1,417 @@
+"""The async client: one per process (or per service), one :class:`Session` per agent session.
+
+Two modes, one API:
+
+* **Kafka** (``SpanguardClient.kafka(bootstrap)``): events go to
+  ``<prefix>.events`` keyed by session with the murmur2 partitioner; the
+  process's one output consumer brings the decisions back.
+* **Offline** (``SpanguardClient.offline()``): the same events drive the
+  engine in process (``streams.engine.engine.Engine``): no broker, for tests
+  and notebooks.
+
+In both modes the client keeps a local engine fed with exactly the events it
+sends (hashes, never more than the wire holds). Offline it is the service; on
+Kafka it is a mirror that lets :meth:`Session.check_rewrite` try a rewrite
+before it is applied, and gives a rewrite's faults at once. The worker's
+decisions stay authoritative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from schemas import (
+    EvictionDecided,
+    InputEvent,
+    IntegrityFault,
+    OutputEvent,
+)
+from streams.engine.config import EngineSettings
+from streams.engine.engine import Engine, Source
+from streams.sdk.decision import Decision
+from streams.sdk.inbox import Inbox
+from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
+from streams.sdk.messages import Message, TokenCounter, approximate_tokens
+from streams.sdk.tracker import Basis, RewriteDiff, SpanTracker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds ``request_eviction`` waits for a decision before the safe default."""
+
+
+class SpanguardClient:
+    """Creates sessions and owns the connection (Kafka) or the engine (offline).
+
+    Use as ``async with SpanguardClient.kafka("127.0.0.1:9092") as client:``.
+    """
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str | None = None,
+        topic_prefix: str = "spanguard",
+        settings: EngineSettings | None = None,
+        send_text: bool = False,
+        mirror: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = 10.0,
+        token_counter: TokenCounter = approximate_tokens,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic_prefix = topic_prefix
+        self.send_text = send_text
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.token_counter = token_counter
+        offline = bootstrap is None
+        self.engine: Engine | None = Engine(settings) if offline or mirror else None
+        """The local engine: the service itself offline, a mirror on Kafka (or None)."""
+        self.link: KafkaLink | None = None
+        self.sessions: dict[tuple[str, str], Session] = {}
+
+    @classmethod
+    def offline(cls, settings: EngineSettings | None = None, **options: object) -> Self:
+        """A client that drives the engine in process (no broker)."""
+        return cls(settings=settings, **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def kafka(cls, bootstrap: str, topic_prefix: str = "spanguard", **options: object) -> Self:
+        """A client of the spanguard worker behind ``bootstrap`` (``host:port[,host:port]``)."""
+        return cls(bootstrap=bootstrap, topic_prefix=topic_prefix, **options)  # type: ignore[arg-type]
+
+    @property
+    def is_offline(self) -> bool:
+        """True when the local engine is the service."""
+        return self.bootstrap is None
+
+    async def connect(self) -> None:
+        """Start (or share) the process's Kafka link; nothing to do offline.
+
+        Raises:
+            SpanguardUnavailable: When the broker or the service's topics cannot be reached.
+        """
+        if self.bootstrap is not None and self.link is None:
+            self.link = await KafkaLink.acquire(
+                self.bootstrap, self.topic_prefix, connect_timeout=self.connect_timeout
+            )
+
+    async def close(self) -> None:
+        """Wait for outstanding acks and release the link (sessions stay open on the service)."""
+        if self.link is not None:
+            link, self.link = self.link, None
+            for session in self.sessions.values():
+                link.unregister(session.inbox)
+            try:
+                await link.flush()
+            except Exception as exc:  # closing must not fail on a dead broker
+                log.warning("spanguard: unacknowledged events at close: %s", exc)
+            await link.release()
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def session(
+        self,
+        session_id: str,
+        *,
+        tenant: str = "default",
+        start_seq: int = 0,
+        token_counter: TokenCounter | None = None,
+    ) -> Session:
+        """The tracker of one agent session (created on first use).
+
+        ``start_seq`` resumes a session another process started (its next ``seq``).
+
+        Raises:
+            ValueError: For an empty session id or tenant.
+        """
+        if not session_id or not tenant:
+            raise ValueError("session_id and tenant must be non-empty")
+        key = (tenant, session_id)
+        existing = self.sessions.get(key)
+        if existing is not None:
+            return existing
+        tracker = SpanTracker(
+            tenant,
+            session_id,
+            token_counter=token_counter or self.token_counter,
+            send_text=self.send_text,
+            next_seq=start_seq,
+        )
+        session = Session(self, tracker, Inbox(tenant, session_id))
+        self.sessions[key] = session
+        if self.link is not None:
+            self.link.register(session.inbox)
+        return session
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteReport:
+    """What a rewrite did (the local diff) and the faults it caused.
+
+    ``faults`` come from the local engine, which runs the service's code on
+    the same events: offline they are the service's; on Kafka the worker's own
+    copies follow on ``<prefix>.faults`` (see :meth:`Session.faults`).
+    """
+
+    diff: RewriteDiff
+    faults: tuple[IntegrityFault, ...]
+    event_id: str
+    sent: bool = True
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Session:
+    """One agent session: tell it what enters and leaves the context; ask before evicting."""
+
+    client: SpanguardClient
+    tracker: SpanTracker
+    inbox: Inbox
+    send_errors: int = 0
+    """Events that could not be produced (the broker was down); see docs/sdk.md."""
+    disagreements: list[tuple[str, str]] = field(default_factory=list)
+    """(request id, what differed) where the local mirror decided otherwise than the worker."""
+
+    # -- reporting -----------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        """The session id (the Kafka key)."""
+        return self.tracker.session_id
+
+    @property
+    def live(self) -> list[str]:
+        """Live span ids, in context order, as this session tracks them."""
+        return list(self.tracker.live)
+
+    def faults(self) -> list[IntegrityFault]:
+        """Every fault of this session the service produced and this process received."""
+        return self.inbox.faults()
+
+    def set_turn(self, turn: int) -> None:
+        """The agent loop's turn, stamped on the events that follow."""
+        self.tracker.turn = turn
+
+    async def add(self, message: Message) -> list[IntegrityFault]:
+        """Report one message entering the context; returns the faults it caused locally."""
+        return _faults(await self._send(self.tracker.added(message)))
+
+    async def observe(self, messages: Iterable[Message]) -> list[IntegrityFault]:
+        """Report every message of ``messages`` that is not tracked yet, in order.
+
+        Call it with the whole context before each model call: known messages
+        are skipped (by id), new ones are added after the live ones.
+        """
+        faults: list[IntegrityFault] = []
+        for message in messages:
+            if message.id not in self.tracker.live:
+                faults.extend(await self.add(message))
+        return faults
+
+    async def score(
+        self, scores: Mapping[str, float], *, scorer: str, query: str | None = None
+    ) -> list[IntegrityFault]:
+        """Report one scoring pass (span id -> relevance), bound to the current texts."""
+        return _faults(await self._send(self.tracker.scored(scores, scorer, query)))
+
+    def check_rewrite(
+        self, messages: Sequence[Message], *, invalidate_scores: bool | Iterable[str] = True
+    ) -> list[IntegrityFault]:
+        """The faults the rewrite to ``messages`` would cause, computed on a copy of the
+        local engine's state: nothing is sent and nothing changes.
+
+        Raises:
+            RuntimeError: When the client has no local engine (``mirror=False``).
+        """
+        engine = self.client.engine
+        if engine is None:
+            raise RuntimeError("check_rewrite needs the local engine (mirror=True)")
+        event, _ = self.tracker.preview_rewrite(messages, invalidate_scores=invalidate_scores)
+        scratch = Engine(engine.settings)
+        key = (self.tracker.tenant, self.tracker.session_id)
+        state = engine.sessions.get(key)
+        if state is not None:
+            scratch.sessions[key] = copy.deepcopy(state)
+        return _faults(scratch.process(event))
+
+    async def rewrite(
+        self,
+        messages: Sequence[Message],
+        *,
+        invalidate_scores: bool | Iterable[str] = True,
+        base_seq: int | None = None,
+    ) -> RewriteReport:
+        """Report that the context is now ``messages`` (complete, in order).
+
+        A message whose id is new is created (its ``derived_from`` is its
+        lineage); one with a known id and other text is modified; a live span
+        missing from ``messages`` is merged when a created message names it, else
+        removed (an ``UNGATED_EVICTION`` unless a decision committed it: evict
+        through :meth:`request_eviction` first).
+        """
+        event, diff = self.tracker.rewritten(
+            messages, invalidate_scores=invalidate_scores, base_seq=base_seq
+        )
+        errors = self.send_errors
+        outputs = await self._send(event)
+        self.tracker.commit_rewrite(messages, diff)
+        sent = self.send_errors == errors
+        note = "" if sent else "not sent: the broker is unavailable (see send_errors)"
+        return RewriteReport(diff, tuple(_faults(outputs)), event.event_id, sent, note)
+
+    async def request_eviction(
+        self,
+        candidates: Sequence[str] | None = None,
+        *,
+        threshold: float | None = None,
+        keep_top_k: int | None = None,
+        basis: Basis = "score",
+        query: str | None = None,
+        timeout: float | None = None,
+    ) -> Decision:
+        """Ask the gate; returns its decision, or the safe default (evict nothing).
+
+        Evict exactly :attr:`Decision.evict`. With no decision within ``timeout``
+        seconds (the client's default otherwise) or with the broker down, the
+        decision is :meth:`Decision.safe_default`: ``timed_out`` is True and
+        ``note`` says why. A decision that comes later is kept in
+        ``session.inbox.late`` and is not applied.
+        """
+        event = self.tracker.eviction(
+            candidates, threshold=threshold, keep_top_k=keep_top_k, basis=basis, query=query
+        )
+        wanted = tuple(event.candidates or ())
+        local = self._process_locally(event)
+        link = self.client.link
+        if link is None:
+            if not self.client.is_offline:
+                decision = Decision.safe_default(
+                    event.request_id, wanted, "client not connected: call connect() first"
+                )
+            else:
+                decision = _decision_from(event.request_id, wanted, local)
+        else:
+            decision = await self._remote_decision(link, event, wanted, timeout)
+            self._compare(decision, local)
+        self.tracker.evicted(decision.evict)
+        return decision
+
+    async def close(self) -> None:
+        """Report ``session.closed`` and stop tracking the session."""
+        await self._send(self.tracker.closed(), wait=True)
+        if self.client.link is not None:
+            self.client.link.unregister(self.inbox)
+        self.client.sessions.pop(self.inbox.key, None)
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _process_locally(self, event: InputEvent) -> list[OutputEvent]:
+        engine = self.client.engine
+        if engine is None:
+            return []
+        outputs = engine.process(event, Source("sdk", -1, event.seq))
+        if self.client.is_offline:
+            for output in outputs:
+                self.inbox.deliver(output)
+        return outputs
+
+    async def _send(self, event: InputEvent, *, wait: bool = False) -> list[OutputEvent]:
+        # A harness must not fail because its guard is down: a send that fails is
+        # counted and logged; the next eviction request then gets the safe default.
+        outputs = self._process_locally(event)
+        link = self.client.link
+        if link is not None:
+            try:
+                await asyncio.wait_for(link.send(event, wait=wait), self.client.connect_timeout)
+            except (SpanguardUnavailable, TimeoutError) as exc:
+                self.send_errors += 1
+                log.warning("spanguard: %s not sent: %s", event.type, exc)
+        return outputs
+
+    async def _remote_decision(
+        self,
+        link: KafkaLink,
+        event: InputEvent,
+        wanted: tuple[str, ...],
+        timeout: float | None,
+    ) -> Decision:
+        request_id = getattr(event, "request_id", "")
+        inbox = self.inbox
+        inbox.awaited.add(request_id)
+        wait = timeout if timeout is not None else self.client.timeout
+        loop_time = _Deadline(wait)
+        try:
+            try:
+                await asyncio.wait_for(link.send(event, wait=True), loop_time.left())
+            except (SpanguardUnavailable, TimeoutError) as exc:
+                self.send_errors += 1
+                note = f"request not acknowledged by the broker: {exc or 'timeout'}"
+                return Decision.safe_default(request_id, wanted, f"{note}; nothing evicted")
+            if not await inbox.wait(lambda: request_id in inbox.decisions, loop_time.left()):
+                inbox.given_up.add(request_id)
+                return Decision.safe_default(
+                    request_id,
+                    wanted,
+                    f"no decision within {wait:g} s: nothing evicted (safe default)",
+                )
+            decided = inbox.decisions[request_id]
+            listed = {*decided.pins, *decided.faults}
+            if decided.recompute_id:
+                listed.add(decided.recompute_id)
+            # The decision's own outputs were acknowledged before it, but on other
+            # topics: they may reach this consumer a moment later.
+            await inbox.wait(lambda: listed <= inbox.by_id.keys(), loop_time.left())
+            return Decision.from_outputs(wanted, decided, inbox.outputs)
+        finally:
+            inbox.awaited.discard(request_id)
+
+    def _compare(self, decision: Decision, local: list[OutputEvent]) -> None:
+        if decision.timed_out:
+            return
+        mine = next((o for o in local if isinstance(o, EvictionDecided)), None)
+        if mine is not None and set(mine.committed) != set(decision.committed):
+            self.disagreements.append(
+                (decision.request_id, f"mirror committed {sorted(mine.committed)}")
+            )
+
+
+class _Deadline:
+    """Seconds left until a deadline (for waits that share one budget)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+
+def _faults(outputs: Iterable[OutputEvent]) -> list[IntegrityFault]:
+    return [o for o in outputs if isinstance(o, IntegrityFault)]
+
+
+def _decision_from(
+    request_id: str, wanted: tuple[str, ...], outputs: list[OutputEvent]
+) -> Decision:
+    decided = next((o for o in outputs if isinstance(o, EvictionDecided)), None)
+    if decided is None:  # the engine rejected the request (e.g. the session was closed)
+        details = "; ".join(getattr(o, "detail", "") for o in outputs) or "no decision"
+        return Decision.safe_default(request_id, wanted, f"request rejected: {details}")
+    return Decision.from_outputs(wanted, decided, outputs)

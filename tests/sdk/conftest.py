@@ -1,0 +1,66 @@
+"""Fixtures of the SDK tests: scripted chat models (no network) and Kafka (reused).
+
+The Kafka fixtures are the ones of ``tests/kafka/conftest.py``, registered here
+by import (as tests/fleet does): ``pytest_plugins`` naming that conftest fails
+when both directories are collected ("Plugin already registered").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kafka.conftest import (  # noqa: F401  (fixtures)
+    kafka_bootstrap,
+    local_kafka_broker,
+    pipeline,
+    unique_name,
+    wait_until,
+)
+
+SDK_DIR = Path(__file__).resolve().parent
+
+# The turns of the scenario every framework test plays (seed 001): the account is
+# introduced early, chatter follows, the last turn refers to it as "that account".
+ACCOUNT_TURN = "My account 8841-C was charged twice for the same order."
+CHATTER = [
+    "Unrelated: what is a good name for a cat? " * 6,
+    "And how warm will it be tomorrow in the city? " * 6,
+    "Also, which book should I read on holiday? " * 6,
+]
+REFERRING_TURN = "Thanks. Please close that account today."
+
+
+@pytest.fixture
+def scripted_chat_model() -> Callable[[Sequence[Any]], Any]:
+    """A LangChain chat model that answers from a script (AIMessages or strings).
+
+    ``GenericFakeChatModel`` with ``bind_tools`` (agents bind their tools; the
+    script decides the calls), so a real agent loop runs without a network.
+    """
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class ScriptedChatModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    def make(script: Sequence[Any]) -> Any:
+        return ScriptedChatModel(messages=iter(list(script)))
+
+    return make
+
+
+@pytest.fixture
+def scenario() -> dict[str, Any]:
+    """The texts of the shared scenario."""
+    return {"account": ACCOUNT_TURN, "chatter": CHATTER, "referring": REFERRING_TURN}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Kafka tests of this directory carry the ``kafka`` marker (the others need no broker)."""
+    for item in items:
+        if SDK_DIR in item.path.parents and "kafka_bootstrap" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)

@@ -7,7 +7,12 @@ nor ``rocksdict``). Start with :class:`SpanguardClient` (async) or
 """
 
 from streams.sdk.client import DEFAULT_TIMEOUT, RewriteReport, Session, SpanguardClient
-from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome, gate_compaction
+from streams.sdk.compaction import (
+    DEFAULT_VETO,
+    CompactionOutcome,
+    SpanguardFaultError,
+    gate_compaction,
+)
 from streams.sdk.decision import Decision
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import Message, TokenCounter, approximate_tokens
@@ -26,6 +31,7 @@ __all__ = [
     "Session",
     "SpanTracker",
     "SpanguardClient",
+    "SpanguardFaultError",
     "SpanguardUnavailable",
     "SyncSession",
     "SyncSpanguardClient",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from schemas import FaultKind, IntegrityFault
 from streams.sdk.client import Session
@@ -55,6 +56,20 @@ class CompactionOutcome:
     def fault_kinds(self) -> list[FaultKind]:
         """The kinds of :attr:`faults`, in order."""
         return [f.kind for f in self.faults]
+
+
+class SpanguardFaultError(RuntimeError):
+    """A fault of a kind an adapter was told to raise on.
+
+    ``outcome`` has the details; ``items`` the framework's messages in force
+    (the compacted ones when the compaction was applied, else the originals).
+    """
+
+    def __init__(self, outcome: CompactionOutcome, items: list[Any] | None = None) -> None:
+        kinds = ", ".join(outcome.fault_kinds)
+        super().__init__(f"spanguard: {kinds} ({outcome.note or 'compaction'})")
+        self.outcome = outcome
+        self.items = items
 
 
 def default_lineage(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
@@ -141,10 +156,15 @@ async def gate_compaction(
 def _insert_kept(
     before: Sequence[Message], after: Sequence[Message], put_back: Sequence[Message]
 ) -> list[Message]:
-    """``after`` with ``put_back`` (in their original order) before the first message
-    ``after`` kept from ``before`` (new messages, such as a summary, stay first)."""
-    if not put_back:
-        return list(after)
-    old = {m.id for m in before}
-    at = next((i for i, m in enumerate(after) if m.id in old), len(after))
-    return [*after[:at], *put_back, *after[at:]]
+    """``after`` with each of ``put_back`` placed just before the first message ``after``
+    kept from ``before`` that came after it there (else at the end): original order
+    among old messages, new ones (a summary) where the compactor put them."""
+    index = {m.id: i for i, m in enumerate(before)}
+    result = list(after)
+    for message in sorted(put_back, key=lambda m: index[m.id]):
+        at = next(
+            (j for j, m in enumerate(result) if m.id in index and index[m.id] > index[message.id]),
+            len(result),
+        )
+        result.insert(at, message)
+    return result

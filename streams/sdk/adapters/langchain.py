@@ -42,19 +42,15 @@ from streams.sdk.adapters.lc_messages import (
 )
 from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
 from streams.sdk.client import Session
-from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome, gate_compaction
+from streams.sdk.compaction import (
+    DEFAULT_VETO,
+    CompactionOutcome,
+    SpanguardFaultError,
+    gate_compaction,
+)
 from streams.sdk.messages import Message, TokenCounter
 
 FAULTS_KEY = "spanguard_faults"
-
-
-class SpanguardFaultError(RuntimeError):
-    """A fault of a kind the adapter was told to raise on; ``outcome`` has the details."""
-
-    def __init__(self, outcome: CompactionOutcome) -> None:
-        kinds = ", ".join(outcome.fault_kinds)
-        super().__init__(f"spanguard: {kinds} ({outcome.note or 'compaction'})")
-        self.outcome = outcome
 
 
 class SpanguardState(AgentState[Any]):

@@ -1,0 +1,189 @@
+"""LangGraph with the spanguard pre-model hook: a real graph loop, a scripted model.
+
+The graph is the classic agent loop (pre-model hook -> model -> tools -> ...)
+built with ``StateGraph``, ``ToolNode`` and ``tools_condition``; the compactor
+is a scripted summariser; the client is offline (the engine in process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from schemas import FaultKind
+from streams.sdk import SpanguardClient
+from streams.sdk.adapters.langgraph import (
+    SpanguardHook,
+    SpanguardMessagesState,
+    spanguard_pre_model_hook,
+)
+
+Model = Callable[[Sequence[Any]], Any]
+Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
+
+
+@tool
+def lookup_account(account: str) -> str:
+    """Look an account up."""
+    return f"Account {account}: two charges of 40 EUR for order 55012."
+
+
+def _script(turns: int) -> list[AIMessage]:
+    call = AIMessage(
+        content="",
+        tool_calls=[{"name": "lookup_account", "args": {"account": "8841-C"}, "id": "call-1"}],
+    )
+    return [call, *(AIMessage(content=f"Noted (turn {n}).") for n in range(turns + 1))]
+
+
+def _graph(model: Any, hook: SpanguardHook) -> Any:
+    def agent(state: SpanguardMessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(SpanguardMessagesState)
+    graph.add_node("pre_model_hook", hook)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([lookup_account]))
+    graph.add_edge(START, "pre_model_hook")
+    graph.add_edge("pre_model_hook", "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "pre_model_hook")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def _summariser(summary: str, at: int) -> Compactor:
+    """Summarise everything but the last two messages once there are ``at`` of them."""
+
+    def compact(messages: list[BaseMessage]) -> list[BaseMessage] | None:
+        if len(messages) < at:
+            return None
+        return [HumanMessage(summary), *messages[-2:]]
+
+    return compact
+
+
+def _run(graph: Any, scenario: dict[str, Any]) -> dict[str, Any]:
+    config: Any = {"configurable": {"thread_id": "t-1"}}
+    state: dict[str, Any] = {}
+    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
+        state = graph.invoke({"messages": [HumanMessage(text)]}, config)
+    return state
+
+
+def _texts(state: dict[str, Any]) -> list[str]:
+    return [str(m.text) for m in state["messages"]]
+
+
+def test_summary_that_drops_the_referred_account_keeps_it_pinned(
+    scripted_chat_model: Model, scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lg-pin")
+    hook = spanguard_pre_model_hook(session, _summariser("Summary: small talk.", at=11))
+    result = _run(_graph(scripted_chat_model(_script(6)), hook), scenario)
+
+    [outcome] = hook.outcomes
+    assert outcome.applied and outcome.decision is not None
+    assert outcome.decision.pinned
+    texts = _texts(result)
+    assert texts[0] == "Summary: small talk."
+    assert scenario["account"] in texts
+    assert any("Account 8841-C: two charges" in t for t in texts)
+    assert scenario["chatter"][0] not in texts
+    # A pre-model hook sees the model's last answer at the next turn.
+    assert session.live == [m.id for m in result["messages"][:-1]]
+
+
+def test_empty_summary_is_vetoed_and_the_messages_stay(
+    scripted_chat_model: Model, scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lg-empty")
+    hook = spanguard_pre_model_hook(session, _summariser("", at=11))
+    result = _run(_graph(scripted_chat_model(_script(6)), hook), scenario)
+
+    assert FaultKind.EMPTY_SUMMARY in [f["kind"] for f in result["spanguard_faults"]]
+    texts = _texts(result)
+    assert not any(isinstance(m, HumanMessage) and not m.text for m in result["messages"])
+    assert scenario["account"] in texts and scenario["chatter"][0] in texts
+
+
+def _condense_tool_results(messages: list[BaseMessage]) -> list[BaseMessage] | None:
+    # A harness's own compaction: long tool results rewritten in place (same id).
+    if not any(isinstance(m, ToolMessage) and "order" in m.text for m in messages):
+        return None
+    return [
+        ToolMessage(content="8841-C: charged twice.", tool_call_id=m.tool_call_id, id=m.id)
+        if isinstance(m, ToolMessage)
+        else m
+        for m in messages
+    ]
+
+
+@pytest.mark.parametrize("carry_scores", [True, False])
+def test_rewrite_that_keeps_stale_scores_raises_the_fault(
+    scripted_chat_model: Model, scenario: dict[str, Any], carry_scores: bool
+) -> None:
+    session = SpanguardClient.offline().session(f"lg-stale-{carry_scores}")
+    scored: set[str] = set()
+
+    def score_then_condense(messages: list[BaseMessage]) -> list[BaseMessage] | None:
+        # The harness scores what it has not scored yet, then compacts.
+        fresh = [m for m in messages if m.id in session.live and m.id not in scored]
+        if fresh:
+            from streams.sdk.bridge import run_sync
+
+            run_sync(session, session.score({str(m.id): 0.5 for m in fresh}, scorer="r-v1"))
+            scored.update(str(m.id) for m in fresh)
+        return _condense_tool_results(messages)
+
+    reporter = spanguard_pre_model_hook(session)
+    hook = spanguard_pre_model_hook(session, score_then_condense, carry_scores=carry_scores)
+
+    def both(state: dict[str, Any]) -> dict[str, Any]:
+        reporter(state)
+        return hook(state)
+
+    graph = _graph(scripted_chat_model(_script(3)), both)  # type: ignore[arg-type]
+    result = _run(graph, {**scenario, "chatter": scenario["chatter"][:1]})
+
+    kinds = [f["kind"] for f in result.get("spanguard_faults", [])]
+    if carry_scores:
+        assert kinds.count(FaultKind.REWRITE_WITHOUT_INVALIDATION) == 1
+    else:
+        assert FaultKind.REWRITE_WITHOUT_INVALIDATION not in kinds
+    assert "8841-C: charged twice." in _texts(result)
+
+
+async def test_async_graph_gets_the_same_pins(
+    scripted_chat_model: Model, scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lg-async")
+    hook = spanguard_pre_model_hook(session, _summariser("Summary: small talk.", at=11))
+
+    model = scripted_chat_model(_script(6))
+
+    async def agent(state: SpanguardMessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(SpanguardMessagesState)
+    graph.add_node("pre_model_hook", hook.ahook)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([lookup_account]))
+    graph.add_edge(START, "pre_model_hook")
+    graph.add_edge("pre_model_hook", "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "pre_model_hook")
+    compiled = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t-1"}}
+    state: dict[str, Any] = {}
+    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
+        state = await compiled.ainvoke({"messages": [HumanMessage(text)]}, config)
+    [outcome] = hook.outcomes
+    assert outcome.applied and outcome.kept
+    assert scenario["account"] in _texts(state)

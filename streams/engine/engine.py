@@ -94,10 +94,14 @@ class Engine:
     # -- state records (for a changelog) ---------------------------------
 
     def drain_changes(self) -> list[Record]:
-        """State records changed since the last drain (needs ``track_changes``).
+        """State records changed since the last drain (needs ``track_changes``):
+        ``(key, value)`` pairs, ``value`` None deleting the key; a later record for
+        a key supersedes an earlier one. One record per key per drain, except that a
+        session closed and forgotten in the same drain lists its tombstones.
 
-        Write them to a changelog after the outputs they belong to are
-        acknowledged; :meth:`restore` rebuilds the state from them.
+        Write them to a (compacted) changelog after the outputs they belong to are
+        acknowledged; :meth:`restore` with the latest value per key rebuilds the
+        state as it was at this drain. See :mod:`streams.engine.persist`.
         """
         records = self._pending
         self._pending = []
@@ -110,9 +114,14 @@ class Engine:
         return records
 
     def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:
-        """Load sessions from changelog records (replacing those it names); returns
-        how many sessions were loaded."""
-        sessions, closed = load_sessions(records, drop_poisoned=self.settings.poisoned == "drop")
+        """Load sessions from changelog records, the latest value per key with
+        tombstones removed (replacing the sessions it names); returns how many
+        live sessions were loaded. Closed sessions are remembered as closed."""
+        sessions, closed = load_sessions(
+            records,
+            drop_poisoned=self.settings.poisoned == "drop",
+            dedup_window=self.settings.dedup_window,
+        )
         self.sessions.update(sessions)
         self.stats.closed_sessions.update(closed)
         return len(sessions)
@@ -216,7 +225,7 @@ class Engine:
         self._check_seq(session, event, emission)
         session.remember(event.event_id, self.settings.dedup_window)
         if not self._track:
-            session.dirty.clear()  # only a changelog needs to know what changed
+            session.forget_changes()  # only a changelog needs to know what changed
         if isinstance(event, SpanAdded):
             self._add_span(session, event, emission)
         elif isinstance(event, ScoresComputed):

@@ -1,14 +1,29 @@
 """Session state as small keyed records: what a changelog stores, and back.
 
-One input event writes records in proportion to what it changed, never the
-whole session: a header per session (counters, drift window), one record per
-span that changed, one per span that left (lineage still needs its counter),
-and one slot of the duplicate-window ring. Keys are JSON arrays
+One drain writes, per session it touched, the session's header and the few
+records the events changed, never the whole session. Keys are JSON arrays
 ``[tenant, session_id, kind, name]``, so no separator can collide with an id.
 
-Kinds: ``h`` header, ``s`` live span, ``g`` gone span, ``d`` duplicate-window
-slot, ``x`` closed-session marker (its value: the last ``seq`` accepted). A value
-of ``None`` deletes the record.
+Kinds:
+
+* ``h`` the header: counters, drift window, known types, the open chunk of the
+  duplicate window and the *tail* (the newest spans, fewer than
+  ``TAIL_SPANS``). Written whenever the session changes. For a closed session
+  its value is ``{"closed": <last seq>}`` (the closed marker).
+* ``b`` a block: the spans (live or gone) of ``BLOCK_SPANS`` consecutive
+  arrival numbers. A span keeps its block for life; a gone span stays in it
+  as ``[seq, counter, arrival]`` (lineage still counts it). A span changed by an
+  event rewrites its block; spans in the tail cost nothing extra.
+* ``d`` a full chunk of ``CHUNK_IDS`` duplicate-window ids, in a ring of
+  slots large enough for the window: ``[chunk number, ids]``.
+
+So a ``span.added`` writes the header (plus a block every ``TAIL_SPANS``
+spans and a chunk every ``CHUNK_IDS`` events), and the bytes per event do not
+grow with the session. Closing a session writes its closed marker and a
+tombstone for each block and chunk it wrote. A value of ``None`` deletes.
+
+Restoring from the latest value per key (tombstones removed), taken at any
+drain, rebuilds exactly the state the engine had at that drain.
 """
 
 from __future__ import annotations
@@ -21,6 +36,9 @@ import orjson
 
 from streams.engine.referent_index import Mention
 from streams.engine.state import (
+    BLOCK_SPANS,
+    CHUNK_IDS,
+    TAIL_SPANS,
     BoundScore,
     DriftPoint,
     DriftWindow,
@@ -38,40 +56,63 @@ def record_key(tenant: str, session_id: str, kind: str, name: str = "") -> bytes
     return orjson.dumps([tenant, session_id, kind, name])
 
 
+def chunk_slots(dedup_window: int) -> int:
+    """Ring slots for duplicate-window chunks: enough that every chunk holding an
+    id of the window keeps its slot until the window has passed it."""
+    return -(-dedup_window // CHUNK_IDS) + 1
+
+
 def dump_changes(session: SessionState, dedup_window: int) -> Iterator[Record]:
     """The header and the records ``session`` changed since the last call (and
     clear the marks)."""
     tenant, sid = session.tenant, session.session_id
+    if session.arrivals + 1 - session.persisted_below >= TAIL_SPANS:
+        # The tail is full: move it into its blocks.
+        first = session.persisted_below // BLOCK_SPANS
+        session.dirty_blocks.update(range(first, session.arrivals // BLOCK_SPANS + 1))
+        session.persisted_below = session.arrivals + 1
     yield record_key(tenant, sid, "h"), _header(session)
-    first_kept = session.remembered - len(session.recent_ids)
-    for kind, name in sorted(session.dirty):
-        key = record_key(tenant, sid, kind, name)
-        if kind == "s":
-            span = session.spans.get(name)
-            yield key, None if span is None else _span(span)
-        elif kind == "g":
-            gone = session.gone.get(name)
-            yield key, None if gone is None else orjson.dumps([gone.seq, gone.stale_rewrites])
-        elif kind == "d":
-            # A ring slot holds the newest event id written to it: number n goes
-            # to slot n % window.
-            newest = session.remembered - 1
-            n = newest - (newest - int(name)) % dedup_window
-            yield key, orjson.dumps([n, session.recent_ids[n - first_kept]])
-    session.dirty.clear()
+    for block in sorted(session.dirty_blocks):
+        # A block holds only arrivals below the tail: newer ones live in the header.
+        stop = min((block + 1) * BLOCK_SPANS, session.persisted_below)
+        entries = _entries(session, block * BLOCK_SPANS, stop)
+        yield record_key(tenant, sid, "b", str(block)), orjson.dumps(entries) if entries else None
+    if session.done_chunks and dedup_window > 0:
+        slots = chunk_slots(dedup_window)
+        for number, ids in sorted(session.done_chunks.items()):
+            yield record_key(tenant, sid, "d", str(number % slots)), orjson.dumps([number, ids])
+    session.dirty_blocks.clear()
+    session.done_chunks.clear()
 
 
 def dump_closed(session: SessionState, dedup_window: int) -> Iterator[Record]:
-    """Delete every record of a closed session and leave its closed marker."""
+    """The closed marker of a session, and a tombstone for every other record it has."""
     tenant, sid = session.tenant, session.session_id
-    yield record_key(tenant, sid, "h"), None
-    for span_id in session.spans:
-        yield record_key(tenant, sid, "s", span_id), None
-    for span_id in session.gone:
-        yield record_key(tenant, sid, "g", span_id), None
-    for slot in range(min(session.remembered, dedup_window)):
-        yield record_key(tenant, sid, "d", str(slot)), None
-    yield record_key(tenant, sid, "x"), orjson.dumps(session.last_seq or 0)
+    yield record_key(tenant, sid, "h"), orjson.dumps({"closed": session.last_seq or 0})
+    if session.persisted_below > 0:
+        for block in range((session.persisted_below - 1) // BLOCK_SPANS + 1):
+            yield record_key(tenant, sid, "b", str(block)), None
+    if dedup_window > 0:
+        written = min(session.remembered // CHUNK_IDS, chunk_slots(dedup_window))
+        for slot in range(written):
+            yield record_key(tenant, sid, "d", str(slot)), None
+
+
+def _entries(session: SessionState, start: int, stop: int) -> list[list[Any]]:
+    """``[span id, state]`` of the spans with arrival numbers in [start, stop)."""
+    found: list[list[Any]] = []
+    by_arrival = session.by_arrival
+    for arrival in range(start, stop):
+        span_id = by_arrival.get(arrival)
+        if span_id is None:
+            continue
+        live = session.spans.get(span_id)
+        if live is not None:
+            found.append([span_id, _span(live)])
+        else:
+            gone = session.gone[span_id]
+            found.append([span_id, [gone.seq, gone.stale_rewrites, gone.arrival]])
+    return found
 
 
 def _header(session: SessionState) -> bytes:
@@ -91,35 +132,36 @@ def _header(session: SessionState) -> bytes:
                 [p.rewrite_id, p.mean_before, p.mean_after, p.tokens_before, p.tokens_after]
                 for p in session.drift_streak[-DRIFT_POINTS_KEPT:]
             ],
+            "persisted_below": session.persisted_below,
+            "tail": _entries(session, session.persisted_below, session.arrivals + 1),
+            "chunk": session.open_chunk,
         }
     )
 
 
-def _span(span: SpanState) -> bytes:
+def _span(span: SpanState) -> list[Any]:
     bound = span.bound
-    return orjson.dumps(
-        [
-            span.text_sha256,
-            span.tokens,
-            span.position,
-            span.arrival,
-            span.added_seq,
-            list(span.derived_from),
-            span.stale_rewrites,
-            span.poisoned,
-            None
-            if bound is None
-            else [
-                bound.score_id,
-                bound.score,
-                bound.query_sha256,
-                bound.text_sha256,
-                bound.bound_seq,
-            ],
-            [list(h) for h in span.holds],
-            [[m.key, m.type, m.surface] for m in span.mentions],
-        ]
-    )
+    return [
+        span.text_sha256,
+        span.tokens,
+        span.position,
+        span.arrival,
+        span.added_seq,
+        list(span.derived_from),
+        span.stale_rewrites,
+        span.poisoned,
+        None
+        if bound is None
+        else [
+            bound.score_id,
+            bound.score,
+            bound.query_sha256,
+            bound.text_sha256,
+            bound.bound_seq,
+        ],
+        [list(h) for h in span.holds],
+        [[m.key, m.type, m.surface] for m in span.mentions],
+    ]
 
 
 def _load_span(span_id: str, raw: list[Any]) -> SpanState:
@@ -152,44 +194,76 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
     )
 
 
+def _load_entry(session: SessionState, span_id: str, data: list[Any]) -> None:
+    if len(data) == 3:
+        gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2])
+        session.gone[span_id] = gone
+        session.by_arrival[gone.arrival] = span_id
+    else:
+        span = _load_span(span_id, data)
+        session.spans[span_id] = span
+        session.by_arrival[span.arrival] = span_id
+
+
 def load_sessions(
-    records: Iterable[tuple[bytes, bytes]], drop_poisoned: bool
+    records: Iterable[tuple[bytes, bytes]], drop_poisoned: bool, dedup_window: int
 ) -> tuple[dict[tuple[str, str], SessionState], dict[tuple[str, str], int]]:
-    """Rebuild sessions (and the closed ones with their last ``seq``) from their
-    records, in any order."""
-    grouped: dict[tuple[str, str], list[tuple[str, str, bytes]]] = defaultdict(list)
+    """Rebuild sessions (and the closed ones with their last ``seq``) from the latest
+    value of each of their records, in any order. Raises ``ValueError`` on a record
+    this version does not write."""
+    grouped: dict[tuple[str, str], list[tuple[str, str, Any]]] = defaultdict(list)
+    headers: dict[tuple[str, str], dict[str, Any]] = {}
     closed: dict[tuple[str, str], int] = {}
     for key, value in records:
         tenant, sid, kind, name = orjson.loads(key)
-        if kind == "x":
-            closed[(tenant, sid)] = orjson.loads(value)
+        data = orjson.loads(value)
+        if kind == "h":
+            if "closed" in data:
+                closed[(tenant, sid)] = data["closed"]
+            else:
+                headers[(tenant, sid)] = data
+        elif kind in ("b", "d"):
+            grouped[(tenant, sid)].append((kind, name, data))
         else:
-            grouped[(tenant, sid)].append((kind, name, value))
+            raise ValueError(f"unknown state record kind {kind!r} (key {key!r})")
     sessions: dict[tuple[str, str], SessionState] = {}
-    for (tenant, sid), items in grouped.items():
-        if (tenant, sid) in closed:
+    for name, header in headers.items():
+        if name in closed:
             continue
-        session = SessionState(tenant=tenant, session_id=sid)
-        ring: list[tuple[int, str]] = []
-        for kind, name, value in items:
-            data = orjson.loads(value)
-            if kind == "h":
-                _load_header(session, data)
-            elif kind == "s":
-                session.spans[name] = _load_span(name, data)
-            elif kind == "g":
-                session.gone[name] = GoneSpan(seq=data[0], stale_rewrites=data[1])
-            elif kind == "d":
-                ring.append((data[0], data[1]))
-        ring.sort()
-        session.recent_ids = deque(event_id for _, event_id in ring)
-        session.recent_set = set(session.recent_ids)
+        session = SessionState(tenant=name[0], session_id=name[1])
+        _load_header(session, header)
+        chunks: dict[int, list[str]] = {}
+        for kind, _, data in grouped.get(name, ()):
+            if kind == "b":
+                for span_id, state in data:
+                    _load_entry(session, span_id, state)
+            else:
+                chunks[data[0]] = data[1]
+        for span_id, state in header["tail"]:
+            _load_entry(session, span_id, state)
+        _load_window(session, chunks, dedup_window)
         if drop_poisoned:
             session.poisoned_pending = {s.span_id for s in session.spans.values() if s.poisoned}
         session.reindex()
-        session.dirty.clear()
-        sessions[(tenant, sid)] = session
+        sessions[name] = session
     return sessions, closed
+
+
+def _load_window(session: SessionState, chunks: dict[int, list[str]], window: int) -> None:
+    """The last ``window`` accepted ids, from the full chunks and the open one."""
+    remembered = session.remembered
+    open_number = remembered // CHUNK_IDS
+    numbered: list[str] = []
+    first = max(0, remembered - window)
+    for number in range(first // CHUNK_IDS, open_number):
+        ids = chunks.get(number)
+        if ids is not None:  # a slot holding another chunk number is stale
+            start = number * CHUNK_IDS
+            numbered.extend(ids[max(0, first - start) :])
+    start = open_number * CHUNK_IDS
+    numbered.extend(session.open_chunk[max(0, first - start) :])
+    session.recent_ids = deque(numbered[-window:] if window > 0 else ())
+    session.recent_set = set(session.recent_ids)
 
 
 def _load_header(session: SessionState, data: dict[str, Any]) -> None:
@@ -202,3 +276,5 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]
+    session.persisted_below = data["persisted_below"]
+    session.open_chunk = list(data["chunk"])

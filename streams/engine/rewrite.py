@@ -271,16 +271,20 @@ def _mutate(
 ) -> None:
     for span in diff.merged + diff.ungated:
         session.remove_span(span.span_id, event.seq)
+    touched: list[SpanState] = []
     for entry, span in diff.modified:
         span.text_sha256 = entry.content_hash
         span.bound = None
+        touched.append(span)
     for entry, span in diff.unchanged + diff.modified:
-        span.tokens = entry.tokens
-        if entry.derived_from is not None:
-            span.derived_from = tuple(entry.derived_from)
+        parents = span.derived_from if entry.derived_from is None else tuple(entry.derived_from)
+        if span.tokens != entry.tokens or span.derived_from != parents:
+            span.tokens = entry.tokens
+            span.derived_from = parents
+            touched.append(span)
     for entry in diff.created:
         session.arrivals += 1
-        session.spans[entry.span_id] = SpanState(
+        created = SpanState(
             span_id=entry.span_id,
             text_sha256=entry.content_hash,
             tokens=entry.tokens,
@@ -289,6 +293,13 @@ def _mutate(
             added_seq=event.seq,
             derived_from=tuple(entry.derived_from or ()),
         )
+        session.spans[entry.span_id] = created
+        gone = session.gone.pop(entry.span_id, None)
+        if gone is not None:
+            session.by_arrival.pop(gone.arrival, None)
+            session.touch(gone.arrival)
+        session.by_arrival[created.arrival] = created.span_id
+        touched.append(created)
     positions = {entry.span_id: i for i, entry in enumerate(event.context)}
     tail = len(event.context)
     for offset, span in enumerate(diff.kept_late):
@@ -297,10 +308,16 @@ def _mutate(
         placed = session.spans.get(span_id)
         if placed is None:
             continue  # an entry for a span evicted after base_seq: it stays gone
-        placed.position = position
+        if placed.position != position:
+            placed.position = position
+            touched.append(placed)
         held = holdings.get(span_id)
-        if held is not None:
+        if held is not None and (placed.holds, placed.mentions) != (held.holds, held.mentions):
             placed.holds, placed.mentions = held.holds, held.mentions
+            touched.append(placed)
+    # Only what changed goes to the changelog (a block per changed span).
+    for span in touched:
+        session.touch(span.arrival)
     session.reindex()
 
 

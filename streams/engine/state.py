@@ -66,6 +66,16 @@ class GoneSpan:
 
     seq: int
     stale_rewrites: int
+    arrival: int
+    """The arrival number it had while live: where its state record lives."""
+
+
+BLOCK_SPANS = 8
+"""Spans per state block: spans are persisted in blocks of consecutive arrivals."""
+TAIL_SPANS = 4
+"""Newest spans kept in the session header until this many gather (then a block write)."""
+CHUNK_IDS = 16
+"""Duplicate-window ids per chunk record; the open chunk travels in the header."""
 
 
 @dataclass(slots=True)
@@ -109,8 +119,16 @@ class SessionState:
     recent_ids: deque[str] = field(default_factory=deque)
     recent_set: set[str] = field(default_factory=set)
     remembered: int = 0
-    dirty: set[tuple[str, str]] = field(default_factory=set)
-    """Records changed since the last drain: ("s", span id), ("g", span id), ("d", slot)."""
+    open_chunk: list[str] = field(default_factory=list)
+    """Accepted ids since the last full chunk (``remembered % CHUNK_IDS`` of them)."""
+    done_chunks: dict[int, list[str]] = field(default_factory=dict)
+    """Chunks filled since the last drain, by chunk number (to be written)."""
+    by_arrival: dict[int, str] = field(default_factory=dict)
+    """Arrival number -> span id, for live and gone spans (what each block holds)."""
+    persisted_below: int = 0
+    """Arrivals below this live in block records; newer ones in the header's tail."""
+    dirty_blocks: set[int] = field(default_factory=set)
+    """Blocks changed since the last drain."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)
     order: SortedList = field(default_factory=SortedList)
@@ -125,12 +143,24 @@ class SessionState:
 
     # -- span membership -------------------------------------------------
 
+    def touch(self, arrival: int) -> None:
+        """Mark the state record holding the span of ``arrival`` as changed (spans in
+        the header's tail need nothing: the header is written with every change)."""
+        if arrival < self.persisted_below:
+            self.dirty_blocks.add(arrival // BLOCK_SPANS)
+
     def add_span(self, span: SpanState) -> None:
         """Make ``span`` live and enter it in every index."""
+        gone = self.gone.pop(span.span_id, None)
+        if gone is not None:
+            self.by_arrival.pop(gone.arrival, None)
+            self.touch(gone.arrival)
+        self.by_arrival[span.arrival] = span.span_id
+        self.touch(span.arrival)
+        self._enter(span)
+
+    def _enter(self, span: SpanState) -> None:
         self.spans[span.span_id] = span
-        if self.gone.pop(span.span_id, None) is not None:
-            self.dirty.add(("g", span.span_id))
-        self.dirty.add(("s", span.span_id))
         self.order.add(span.order_key)
         self.live_tokens += span.tokens
         for parent in span.derived_from:
@@ -154,9 +184,8 @@ class SessionState:
         self._unindex_score(span)
         self.stale.discard(span_id)
         self.poisoned_pending.discard(span_id)
-        self.gone[span_id] = GoneSpan(seq=seq, stale_rewrites=span.stale_rewrites)
-        self.dirty.add(("s", span_id))
-        self.dirty.add(("g", span_id))
+        self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
+        self.touch(span.arrival)
         return span
 
     # -- scores ----------------------------------------------------------
@@ -166,18 +195,18 @@ class SessionState:
         self._unindex_score(span)
         span.bound = bound
         self._index_score(span)
-        self.dirty.add(("s", span.span_id))
+        self.touch(span.arrival)
 
     def set_counter(self, span: SpanState, value: int) -> None:
         """Set a span's rewrite counter and keep the stale set in step."""
         span.stale_rewrites = value
         self._track_stale(span)
-        self.dirty.add(("s", span.span_id))
+        self.touch(span.arrival)
 
     def mark_poisoned(self, span: SpanState, drop: bool) -> None:
         """Poison a span; with ``drop`` it stops holding the gate and waits to be dropped."""
         span.poisoned = True
-        self.dirty.add(("s", span.span_id))
+        self.touch(span.arrival)
         if drop:
             self._unindex_score(span)
             self.poisoned_pending.add(span.span_id)
@@ -252,16 +281,24 @@ class SessionState:
         """Enter an accepted event id in the bounded duplicate window."""
         if window <= 0:
             return
-        self.dirty.add(("d", str(self.remembered % window)))
         self.remembered += 1
+        self.open_chunk.append(event_id)
+        if len(self.open_chunk) == CHUNK_IDS:
+            self.done_chunks[self.remembered // CHUNK_IDS - 1] = self.open_chunk
+            self.open_chunk = []
         self.recent_ids.append(event_id)
         self.recent_set.add(event_id)
         while len(self.recent_ids) > window:
             self.recent_set.discard(self.recent_ids.popleft())
 
+    def forget_changes(self) -> None:
+        """Drop the marks of what changed (when no changelog is kept)."""
+        self.dirty_blocks.clear()
+        self.done_chunks.clear()
+
     def reindex(self) -> None:
         """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
-        or after a restore). Every live span counts as changed."""
+        or after a restore). Marks nothing changed: the caller knows what did."""
         spans = list(self.spans.values())
         self.order = SortedList()
         self.scores = {}
@@ -273,4 +310,4 @@ class SessionState:
         self.bound_sum = 0.0
         self.bound_count = 0
         for span in spans:
-            self.add_span(span)
+            self._enter(span)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +87,20 @@ def test_duplicate_window_survives_restore() -> None:
     assert len(out) == 1  # outside the window: processed as new (SPAN_EXISTS rejection)
 
 
+@pytest.mark.parametrize("window", [1, 15, 16, 17, 40])
+def test_duplicate_window_across_chunk_boundaries_survives_restore(window: int) -> None:
+    s = SessionScript()
+    for i in range(70):
+        s.add(f"a{i}")
+    lines = s.lines()
+    for cut in (16, 33, 50, 70):
+        # After the cut, replay the last 45 events: exactly those inside the window
+        # are duplicates; the older ones are new (and rejected as SPAN_EXISTS).
+        replayed = lines[cut - min(cut, 45) : cut]
+        out = run_split([*lines[:cut], *replayed], cut, window=window)
+        assert len(out) == max(0, len(replayed) - window), (window, cut)
+
+
 def test_closed_session_stays_closed_after_restore() -> None:
     s = SessionScript()
     s.add("a")
@@ -95,20 +110,94 @@ def test_closed_session_stays_closed_after_restore() -> None:
     assert b"SESSION_CLOSED" in out[0]
 
 
+def grown_session(engine: Engine, size: int, name: str | None = None) -> SessionScript:
+    s = SessionScript(name or f"s{size}")
+    for i in range(size):
+        s.add(f"a{i}", f"turn {i}")
+    for i, line in enumerate(s.lines()):
+        engine.process_raw(line, Source("t", 0, i))
+    engine.drain_changes()
+    return s
+
+
 def test_changes_are_proportional_to_what_changed() -> None:
+    # The next 64 turns of a 100-span and of a 10,000-span session, drained after
+    # each: the same number of records, and bytes flat in the session's size.
     engine = Engine(track_changes=True)
+    figures = {}
     for size in (100, 10_000):
-        s = SessionScript(f"s{size}")
-        for i in range(size):
-            s.add(f"a{i}", f"turn {i}")
-        for i, line in enumerate(s.lines()):
-            engine.process_raw(line, Source("t", 0, i))
-        engine.drain_changes()
-        s.add("new", "one more turn")
-        engine.process_raw(s.lines()[-1], Source("t", 0, size))
-        records = engine.drain_changes()
-        assert len(records) == 3  # header, the span, one duplicate-window slot
-        assert sum(len(k) + len(v or b"") for k, v in records) < 1_000
+        s = grown_session(engine, size, name=f"size-{size:05d}")  # ids of one length
+        records = 0
+        size_bytes = 0
+        for i in range(64):
+            s.add(f"new{i}", "one more turn")
+            engine.process_raw(s.lines()[-1], Source("t", 0, size + i))
+            drained = engine.drain_changes()
+            # The header; now and then the tail's block(s) (two at a boundary) and a chunk.
+            assert 1 <= len(drained) <= 4
+            records += len(drained)
+            size_bytes += sum(len(k) + len(v or b"") for k, v in drained)
+        figures[size] = (records, size_bytes)
+    assert figures[100][0] == figures[10_000][0]
+    assert figures[10_000][1] <= 1.1 * figures[100][1]
+    assert figures[100][0] / 64 < 1.5
+
+
+def test_a_score_rewrites_only_the_block_of_its_span() -> None:
+    engine = Engine(track_changes=True)
+    s = grown_session(engine, 1_000)
+    s.score(("a500", 0.3))
+    engine.process_raw(s.lines()[-1], Source("t", 0, 1_000))
+    keys = [orjson.loads(k) for k, _ in engine.drain_changes()]
+    assert keys == [["acme", "s1000", "h", ""], ["acme", "s1000", "b", str(501 // 8)]]
+
+
+def test_closing_deletes_exactly_the_records_that_exist() -> None:
+    log = Changelog()
+    engine = Engine(EngineSettings(dedup_window=40), track_changes=True)
+    s = SessionScript()
+    for i in range(100):
+        s.add(f"a{i}")
+    s.close()
+    lines = s.lines()
+    for i, line in enumerate(lines[:-1]):
+        engine.process_raw(line, Source("t", 0, i))
+        log.apply(engine.drain_changes())
+    live_keys = set(log)
+    engine.process_raw(lines[-1], Source("t", 0, len(lines)))
+    closing = engine.drain_changes()
+    deleted = {k for k, v in closing if v is None}
+    assert deleted == live_keys - {orjson.dumps(["acme", "s1", "h", ""])}
+    log.apply(closing)
+    assert list(log.values()) == [orjson.dumps({"closed": 100})]
+
+
+def run_cadenced(lines: list[bytes], cadence: int, cuts: set[int]) -> list[bytes]:
+    """Drain every ``cadence`` events; at each cut (a drain point) restore a fresh
+    engine from the compacted changelog and go on with it."""
+    log = Changelog()
+    engine = Engine(track_changes=True)
+    out = []
+    for i, line in enumerate(lines):
+        if i in cuts:
+            engine = Engine(track_changes=True)
+            engine.restore(log.items())
+        out.extend(encode_output(o) for o in engine.process_raw(line, Source("t", 0, i)))
+        if (i + 1) % cadence == 0:
+            log.apply(engine.drain_changes())
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions(), st.integers(1, 6), st.sets(st.integers(0, 12), max_size=4))
+def test_restore_at_drain_points_over_several_events(
+    script_actions: list,
+    cadence: int,
+    drains: set[int],  # type: ignore[type-arg]
+) -> None:
+    lines = build(script_actions).lines()
+    cuts = {d * cadence for d in drains if d * cadence <= len(lines)}
+    assert run_cadenced(lines, cadence, cuts) == run_whole(lines)
 
 
 @settings(max_examples=60, deadline=None)

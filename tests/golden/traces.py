@@ -72,3 +72,27 @@ def output_path(name: str) -> Path:
 def read_outputs(name: str) -> list[bytes]:
     """The checked-in outputs of trace ``name``."""
     return _split(output_path(name).read_bytes())
+
+
+def replay_with_restores(lines: list[bytes], cadence: int, cuts: Iterable[int]) -> list[bytes]:
+    """Like :func:`replay`, but draining state records every ``cadence`` events into a
+    compacted changelog, and at each cut (a multiple of ``cadence``) continuing with
+    a fresh engine restored from it, as a worker that took the partition over would."""
+    cut_at = set(cuts)
+    assert all(c % cadence == 0 for c in cut_at), "cuts are drain points"
+    changelog: dict[bytes, bytes] = {}
+    engine = Engine(track_changes=True)
+    outputs: list[bytes] = []
+    for offset, line in enumerate(lines):
+        if offset in cut_at:
+            engine = Engine(track_changes=True)
+            engine.restore(changelog.items())
+        source = Source("spanguard.events", 0, offset)
+        outputs.extend(encode_output(o) for o in engine.process_raw(line, source))
+        if (offset + 1) % cadence == 0:
+            for key, value in engine.drain_changes():
+                if value is None:
+                    changelog.pop(key, None)
+                else:
+                    changelog[key] = value
+    return outputs

@@ -19,8 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from schemas import OUTPUT_ADAPTER, FleetAlert, InputEvent
+from schemas import FleetAlert, InputEvent
 from streams.client.kafka_io import bootstrap_servers, murmur2_partitioner
+from streams.codec import decode_output
 from streams.sdk.inbox import Inbox
 
 log = logging.getLogger(__name__)
@@ -124,15 +125,18 @@ class KafkaLink:
             await asyncio.wait_for(self._consumer.start(), self.connect_timeout)
         except (KafkaError, OSError, TimeoutError) as exc:
             raise SpanguardUnavailable(f"cannot reach Kafka at {self.bootstrap}: {exc}") from exc
+        # Existence from the full topic list (asking for a missing topic by name could
+        # auto-create it with the broker's default partition count).
+        existing = await self._consumer.topics()
         parts: list[TopicPartition] = []
         for suffix in SESSION_OUTPUTS:
             topic = f"{self.prefix}.{suffix}"
-            found = self._consumer.partitions_for_topic(topic)
-            if not found:
+            if topic not in existing:
                 raise SpanguardUnavailable(
                     f"topic {topic} does not exist: start a spanguard worker with "
                     f"topic prefix {self.prefix!r} first (it creates the topics)"
                 )
+            found = await self._producer.partitions_for(topic)
             parts.extend(TopicPartition(topic, p) for p in sorted(found))
         self._consumer.assign(parts)
         # Fix the read position at the current end BEFORE any request is sent, so a
@@ -209,7 +213,7 @@ class KafkaLink:
 
     def _route(self, raw: bytes) -> None:
         try:
-            output = OUTPUT_ADAPTER.validate_json(raw)
+            output = decode_output(raw)
         except ValidationError:
             log.warning("spanguard output consumer: skipped an unreadable record")
             return

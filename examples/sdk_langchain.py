@@ -1,0 +1,73 @@
+"""LangChain 1.x agent guarded by spanguard (scripted model: runs without an API key).
+
+    make demo                                  # terminal 1: broker + worker
+    .venv/bin/python examples/sdk_langchain.py # terminal 2 (or --offline)
+
+The agent's SummarizationMiddleware writes a summary that drops the account the
+last turn refers to ("that account"); spanguard pins that message and it stays.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from sdk_common import make_client, parser, run
+
+from streams.sdk.adapters.langchain import SpanguardMiddleware
+
+TURNS = [
+    "My account 8841-C was charged twice for the same order.",
+    "Unrelated: what is a good name for a cat? " * 6,
+    "And how warm will it be tomorrow? " * 6,
+    "Thanks. Please close that account today.",
+]
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """Stands in for a real chat model (swap in ChatOpenAI, ChatAnthropic...)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+async def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    client = await make_client(args)
+    session = client.session(f"lc-example-{uuid.uuid4().hex[:8]}")
+    model = ScriptedModel(messages=iter([AIMessage(f"Noted ({n}).") for n in range(10)]))
+    summarise = SummarizationMiddleware(
+        model,
+        trigger=("messages", 7),
+        keep=("messages", 2),
+        summarizer=lambda messages: "The user chatted about cats and the weather.",
+    )
+    # The three lines: wrap the compactor, give the middleware to the agent, run.
+    guard = SpanguardMiddleware(session, compactor=summarise)
+    agent = create_agent(model, [], middleware=[guard], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": session.session_id}}
+    result: dict[str, Any] = {}
+    for text in TURNS:
+        result = await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+
+    for outcome in guard.outcomes:
+        decision = outcome.decision
+        print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
+        if decision is not None:
+            print(f"  decision {decision.action} committed={list(decision.committed)}")
+            print(f"  refused={decision.refused} timed_out={decision.timed_out} {decision.note}")
+    print("context now:")
+    for message in result["messages"]:
+        print(f"  {message.type:>5}: {message.text[:70]!r}")
+    print(f"faults: {[f['kind'] for f in result.get('spanguard_faults', [])]}")
+    await session.close()
+    await client.close()
+
+
+if __name__ == "__main__":
+    run(main())

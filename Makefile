@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 jars: setup
-	$(BIN)/python -c "from streams.kafka.broker import LocalBroker; LocalBroker().fetch()"
+	$(BIN)/spanguard kafka fetch
 
 demo: jars
 	$(BIN)/spanguard demo

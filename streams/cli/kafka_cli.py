@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
+from aiokafka.errors import KafkaError
 from rich.console import Console
+from rich.markup import escape
 
 from streams.cli.summary import OutputSummary
+from streams.client.connection import diagnose_connection, redact
 from streams.client.kafka_io import OUTPUT_SUFFIXES, bootstrap_servers, produce_lines, read_outputs
-from streams.client.topics import ensure_topics
+from streams.client.security import CredentialsError, aiokafka_security
+from streams.client.topics import ensure_topics, max_record_bytes
 from streams.codec import decode_output
 from streams.settings import Settings, load_settings
+
+_T = TypeVar("_T")
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="settings file (TOML); see docs/settings.md")
@@ -32,6 +40,52 @@ def _settings(config: Path | None) -> Settings:
         raise typer.Exit(2) from exc
 
 
+def _security(settings: Settings) -> dict[str, Any]:
+    """The aiokafka security kwargs, or exit with one line when a secret file is unreadable."""
+    try:
+        return aiokafka_security(settings.broker_credentials)
+    except CredentialsError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _quiet_client_logs() -> None:
+    # aiokafka logs each failed connection attempt; with no handler configured Python
+    # prints them on stderr. The command reports the cause itself, in one line.
+    client_log = logging.getLogger("aiokafka")
+    if not any(isinstance(h, logging.NullHandler) for h in client_log.handlers):
+        client_log.addHandler(logging.NullHandler())
+
+
+def _run_on_kafka(settings: Settings, work: Callable[[], Awaitable[_T]]) -> _T:
+    """Run ``work``; when Kafka cannot be used, exit 1 with one line that says why."""
+    _quiet_client_logs()
+    try:
+        return asyncio.run(_as_coroutine(work))
+    except (KafkaError, OSError, TimeoutError) as exc:
+        bootstrap = bootstrap_servers(settings.broker)
+        security = _security(settings)
+        why = asyncio.run(diagnose_connection(bootstrap, security))
+        if why.startswith("connected"):  # the broker answers: the failure is something else
+            why = redact(f"{type(exc).__name__}: {exc}", security)
+        hint = (
+            "; start the local broker with `spanguard kafka start`"
+            if "nothing listens" in why
+            else ""
+        )
+        err.print(
+            f"error: cannot use Kafka at {bootstrap}: {why}{hint}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1) from None
+
+
+async def _as_coroutine(work: Callable[[], Awaitable[_T]]) -> _T:
+    return await work()
+
+
 def worker(
     config: ConfigOption = None,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "info",
@@ -42,12 +96,7 @@ def worker(
     from streams.app.topology import build_topology
 
     settings = _settings(config)
-    try:
-        asyncio.run(ensure_topics(settings))
-    except Exception as exc:
-        err.print(f"[red]error:[/] cannot reach Kafka at {settings.broker}: {exc}")
-        err.print("start the local broker with: spanguard kafka start")
-        raise typer.Exit(1) from exc
+    _run_on_kafka(settings, lambda: ensure_topics(settings))
     asyncio.set_event_loop(asyncio.new_event_loop())
     topology = build_topology(settings)
     faust.Worker(topology.app, loglevel=loglevel, quiet=True).execute_from_commandline()
@@ -60,7 +109,8 @@ def produce(
 ) -> None:
     """Publish a recorded trace to <prefix>.events in order, keyed by session.
 
-    A line that is not valid JSON is published unchanged (unkeyed), so the
+    Every line is published unchanged, valid or not, keyed by its session_id
+    when one can be found (murmur2 partitioner; docs/producing.md), so the
     dead-letter path can be exercised.
     """
     settings = _settings(config)
@@ -71,14 +121,29 @@ def produce(
         raise typer.Exit(2) from exc
     with handle:
         lines = [line.rstrip(b"\r\n") for line in handle if line.strip()]
+    if not lines:
+        source = "standard input" if trace == "-" else trace
+        err.print(
+            f"nothing to publish: {source} has no non-blank line (expected one JSON input "
+            "event per line; `spanguard simulate` writes a sample trace)",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
+    security = _security(settings)
 
     async def run() -> int:
         await ensure_topics(settings)
         return await produce_lines(
-            bootstrap_servers(settings.broker), settings.topic("events"), lines, rate
+            bootstrap_servers(settings.broker),
+            settings.topic("events"),
+            lines,
+            rate,
+            security=security,
+            max_request_size=max_record_bytes(settings),
         )
 
-    sent = asyncio.run(run())
+    sent = _run_on_kafka(settings, run)
     err.print(f"published {sent} record(s) to {settings.topic('events')}")
 
 
@@ -94,12 +159,13 @@ def consume(
     settings = _settings(config)
     topics = [settings.topic(s) for s in OUTPUT_SUFFIXES]
     summary = OutputSummary()
+    security = _security(settings)
 
     async def run() -> None:
         sink = sys.stdout.buffer if out == "-" else open(out, "wb")  # noqa: SIM115
         try:
             async for record in read_outputs(
-                bootstrap_servers(settings.broker), topics, idle, follow=follow
+                bootstrap_servers(settings.broker), topics, idle, follow=follow, security=security
             ):
                 event = decode_output(record.value)
                 summary.add(event)
@@ -113,13 +179,13 @@ def consume(
                 sink.close()
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
-    summary.render(err)
+        _run_on_kafka(settings, run)
+    summary.render(err, counted="outputs")
 
 
 def describe(event: object) -> str:
     """One readable line for the live tail."""
-    data = orjson.loads(orjson.dumps(event, default=lambda o: o.model_dump(mode="json")))
+    data = _escaped(orjson.loads(orjson.dumps(event, default=lambda o: o.model_dump(mode="json"))))
     kind = data["type"]
     who = f"{data.get('tenant')}/{data.get('session_id')}"
     if kind == "integrity.fault":
@@ -136,10 +202,21 @@ def describe(event: object) -> str:
         refused = ",".join(f"{r['span_id']}:{r['reason']}" for r in data["refused"][:4])
         return (
             f"[green]DECISION[/] {data['action']:<28} {who} committed={len(data['committed'])} "
-            f"refused=[{refused}] dropped={len(data['dropped'])}"
+            f"refused=\\[{refused}] dropped={len(data['dropped'])}"
         )
     if kind == "scores.recompute_requested":
         return f"[magenta]RECOMPUTE[/] {len(data['span_ids'])} span(s)            {who}"
     if kind == "event.rejected":
         return f"[red]REJECTED[/] {data['reason']:<28} {who} {data['detail'][:60]}"
     return f"{kind} {who}"
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with every string escaped for rich markup (``[u5:PINNED]`` stays visible)."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    return value

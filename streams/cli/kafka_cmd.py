@@ -16,7 +16,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from streams.client.kafka_io import bootstrap_servers
 from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker
+from streams.settings import load_settings
 
 kafka_app = typer.Typer(
     name="kafka",
@@ -37,22 +39,66 @@ HomeOption = Annotated[
 ]
 
 
-def _broker(home: Path, port: int = 9092, controller_port: int | None = None) -> LocalBroker:
-    return LocalBroker(
+LibDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--lib-dir", help="Directory of the broker's jars [default: <project>/.kafka/lib]."
+    ),
+]
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+
+
+def _broker(
+    home: Path,
+    port: int = 9092,
+    controller_port: int | None = None,
+    lib_dir: Path | None = None,
+) -> LocalBroker:
+    broker = LocalBroker(
         home=home,
         port=port,
         controller_port=controller_port if controller_port is not None else port + 1,
     )
+    if lib_dir is not None:
+        broker.lib_dir = lib_dir.resolve()
+    return broker
 
 
-def _fail(exc: BrokerError) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {exc}", markup=True)
+def _fail(exc: BrokerError | ValueError) -> typer.Exit:
+    _err.print(f"error: {exc}", markup=False, highlight=False)
     return typer.Exit(code=1)
+
+
+def configured_port() -> int:
+    """The client port of the configured broker address (``SPANGUARD_BROKER``, settings file).
+
+    Raises:
+        ValueError: When the settings are invalid, or name several brokers or a host
+            that is not this machine's loopback (the local broker listens on 127.0.0.1 only).
+    """
+    address = bootstrap_servers(load_settings().broker)
+    if "," in address:
+        raise ValueError(f"the configured broker address {address} names several brokers")
+    host, _, port = address.rpartition(":")
+    if host not in _LOOPBACK_NAMES:
+        raise ValueError(
+            f"the configured broker address {address} is not on 127.0.0.1, where the local "
+            "broker listens; pass --port, or set SPANGUARD_BROKER=kafka://127.0.0.1:<port>"
+        )
+    try:
+        return int(port)
+    except ValueError:
+        raise ValueError(f"the configured broker address {address} has no port") from None
 
 
 @kafka_app.command("start")
 def start(
-    port: Annotated[int, typer.Option("--port", "-p", help="Client (PLAINTEXT) port.")] = 9092,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", "-p", help="Client (PLAINTEXT) port [default: that of SPANGUARD_BROKER]."
+        ),
+    ] = None,
     controller_port: Annotated[
         int | None,
         typer.Option("--controller-port", help="KRaft controller port [default: port + 1]."),
@@ -61,10 +107,20 @@ def start(
         float, typer.Option("--timeout", help="Seconds to wait for the broker to answer.")
     ] = 60.0,
     home: HomeOption = DEFAULT_HOME,
+    lib_dir: LibDirOption = None,
 ) -> None:
-    """Start the broker in the background (fetching its jars once) and print its address."""
+    """Start the broker in the background (fetching its jars once) and print its address.
+
+    It listens where the settings say the broker is (``SPANGUARD_BROKER``, default
+    ``kafka://127.0.0.1:9092``), unless ``--port`` says otherwise.
+    """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    broker = _broker(home, port, controller_port)
+    try:
+        broker = _broker(
+            home, port if port is not None else configured_port(), controller_port, lib_dir
+        )
+    except (BrokerError, ValueError) as exc:
+        raise _fail(exc) from exc
     try:
         current = broker.status()
         if current.running:
@@ -78,6 +134,21 @@ def start(
     pid = broker.status().pid
     _err.print(f"Kafka broker started (pid {pid})")
     _out.print(bootstrap)
+
+
+@kafka_app.command("fetch")
+def fetch(home: HomeOption = DEFAULT_HOME, lib_dir: LibDirOption = None) -> None:
+    """Fetch the broker's jars with Maven (once; `make jars` runs this)."""
+    broker = _broker(home, lib_dir=lib_dir)
+    try:
+        if broker.jars_present():
+            _err.print(f"Kafka jars already in {broker.lib_dir}")
+            return
+        _err.print(f"fetching the Kafka jars into {broker.lib_dir} with Maven ...")
+        broker.fetch()
+    except BrokerError as exc:
+        raise _fail(exc) from exc
+    _err.print("Kafka jars fetched")
 
 
 @kafka_app.command("stop")

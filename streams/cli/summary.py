@@ -23,6 +23,7 @@ class OutputSummary:
     """Tallies of faults (kind, severity), decisions (action), pins and rejections."""
 
     inputs: int = 0
+    outputs: int = 0
     faults: Counter[tuple[str, str]] = field(default_factory=Counter)
     decisions: Counter[str] = field(default_factory=Counter)
     rejections: Counter[str] = field(default_factory=Counter)
@@ -31,6 +32,7 @@ class OutputSummary:
 
     def add(self, event: OutputEvent) -> None:
         """Count one output event."""
+        self.outputs += 1
         if isinstance(event, IntegrityFault):
             self.faults[(event.kind.value, event.severity.value)] += 1
             if self.worst is None or event.severity.rank > self.worst.rank:
@@ -46,8 +48,8 @@ class OutputSummary:
         """True when a fault of ``severity`` or worse was seen."""
         return self.worst is not None and self.worst.rank >= severity.rank
 
-    def render(self, console: Console) -> None:
-        """Print the summary tables."""
+    def render(self, console: Console, *, counted: str = "inputs") -> None:
+        """Print the summary tables, headed by the count of ``inputs`` or ``outputs`` read."""
         faults = Table(title="Integrity faults", show_lines=False)
         faults.add_column("kind")
         faults.add_column("severity")
@@ -70,5 +72,8 @@ class OutputSummary:
             rejections.add_row(reason, str(count))
         if not self.rejections:
             rejections.add_row("(none)", "0")
-        console.print(f"[bold]{self.inputs}[/] input records")
+        if counted == "outputs":
+            console.print(f"[bold]{self.outputs}[/] output records")
+        else:
+            console.print(f"[bold]{self.inputs}[/] input records")
         console.print(faults, decisions, rejections)

@@ -7,7 +7,7 @@ import json
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,13 +67,20 @@ def _parse_leniently(raw: bytes) -> Any:
 
 
 async def produce_lines(
-    bootstrap: str, topic: str, lines: Iterable[bytes], rate: float | None = None
+    bootstrap: str,
+    topic: str,
+    lines: Iterable[bytes],
+    rate: float | None = None,
+    security: Mapping[str, Any] | None = None,
+    max_request_size: int = 1024 * 1024,
 ) -> int:
     """Publish each line in order, keyed by session (murmur2), and wait for every ack.
 
     The producer is idempotent with one request in flight per connection, so the
     order of a session's events on its partition is the order of ``lines``.
-    ``rate`` limits records per second (None: as fast as possible).
+    ``rate`` limits records per second (None: as fast as possible). ``security``:
+    the connection's TLS/SASL kwargs (:func:`streams.client.security.aiokafka_security`).
+    ``max_request_size``: the largest record sent (see ``topics.max_record_bytes``).
     """
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -81,11 +88,13 @@ async def produce_lines(
         acks="all",
         linger_ms=5,
         partitioner=murmur2_partitioner,
+        max_request_size=max_request_size,
+        **(security or {}),
     )
-    await producer.start()
     sent = 0
-    started = time.monotonic()
     try:
+        await producer.start()  # inside try: a failed start still closes the producer
+        started = time.monotonic()
         pending: list[asyncio.Future[RecordMetadata]] = []
         for line in lines:
             pending.append(await producer.send(topic, value=line, key=session_key(line)))
@@ -131,7 +140,9 @@ class OutputRecord:
 class OutputReader:
     """Reads output topics from the beginning (read-committed), batch by batch."""
 
-    def __init__(self, bootstrap: str, topics: Sequence[str]) -> None:
+    def __init__(
+        self, bootstrap: str, topics: Sequence[str], security: Mapping[str, Any] | None = None
+    ) -> None:
         self._consumer = AIOKafkaConsumer(
             *topics,
             bootstrap_servers=bootstrap,
@@ -140,10 +151,15 @@ class OutputReader:
             enable_auto_commit=False,
             isolation_level="read_committed",
             metadata_max_age_ms=2000,
+            **(security or {}),
         )
 
     async def __aenter__(self) -> OutputReader:
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._consumer.stop()  # a failed start still closes its connections
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -164,10 +180,11 @@ async def read_outputs(
     topics: Sequence[str],
     idle_seconds: float,
     follow: bool = False,
+    security: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[OutputRecord]:
     """Yield every record of ``topics`` from the beginning; stop after ``idle_seconds``
     without a new record (never, with ``follow``)."""
-    async with OutputReader(bootstrap, topics) as reader:
+    async with OutputReader(bootstrap, topics, security) as reader:
         last = time.monotonic()
         while follow or time.monotonic() - last < idle_seconds:
             records = await reader.poll()

@@ -1,4 +1,4 @@
-"""Creating the contract's topics with the configured partitions and replication."""
+"""Creating the contract's topics with the configured partitions, replication and size limit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,26 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.client.kafka_io import OUTPUT_SUFFIXES, bootstrap_servers
+from streams.client.security import aiokafka_security
 from streams.settings import Settings
+
+#: Room for a record's envelope beside its value (key, headers, batch header).
+_ENVELOPE_BYTES = 64 * 1024
+
+
+def max_record_bytes(settings: Settings) -> int:
+    """The ``max.message.bytes`` of every topic spanguard creates (and its producers' limit).
+
+    Twice ``max_event_bytes`` plus an envelope, so that
+
+    - an input record somewhat over ``max_event_bytes`` still reaches the worker and is
+      answered ``TOO_LARGE`` (instead of being refused by the broker, unseen);
+    - the dead letter of an input just under the limit fits: its raw input, base64
+      (4/3 of it), inside a JSON envelope.
+
+    Producers (``spanguard produce``, the worker) set ``max_request_size`` to this value.
+    """
+    return 2 * settings.max_event_bytes + _ENVELOPE_BYTES
 
 
 def contract_topics(settings: Settings) -> list[str]:
@@ -21,18 +40,28 @@ async def ensure_topics(settings: Settings) -> list[str]:
 
     All input of one session must land on one partition of one topic, so the
     topics are created explicitly (not by the broker's auto-create, whose
-    partition count may differ from the table's).
+    partition count may differ from the table's). Each gets ``max.message.bytes``
+    from :func:`max_record_bytes`. Topics that exist are left as they are.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(settings.broker))
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers(settings.broker),
+        **aiokafka_security(settings.broker_credentials),
+    )
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         wanted = [t for t in contract_topics(settings) if t not in existing]
         if wanted:
+            configs = {"max.message.bytes": str(max_record_bytes(settings))}
             # Another worker may create them at the same moment: that is fine.
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(
-                    [NewTopic(t, settings.partitions, settings.replication) for t in wanted]
+                    [
+                        NewTopic(
+                            t, settings.partitions, settings.replication, topic_configs=configs
+                        )
+                        for t in wanted
+                    ]
                 )
         return wanted
     finally:

@@ -47,6 +47,7 @@ __all__ = [
     "BrokerError",
     "BrokerStatus",
     "LocalBroker",
+    "SaslSslListener",
     "free_port",
     "free_ports",
 ]
@@ -83,6 +84,59 @@ _CoroFactory = Callable[[], Coroutine[Any, Any, bool]]
 
 class BrokerError(RuntimeError):
     """Raised when the local broker cannot be fetched, started, probed or stopped."""
+
+
+@dataclass(frozen=True)
+class SaslSslListener:
+    """A SASL_SSL client listener (TLS + SCRAM) beside the broker's PLAINTEXT one.
+
+    The PLAINTEXT listener stays (loopback only): the broker's own probes and the
+    controller use it. Clients that must authenticate connect to :attr:`port`.
+
+    Attributes:
+        port: The SASL_SSL client port on 127.0.0.1.
+        keystore: One PEM file holding the broker's private key (PKCS#8, unencrypted)
+            and its certificate chain (see :func:`streams.kafka.certs.make_test_certificates`).
+        users: SCRAM users (name -> password), created when the KRaft storage is
+            formatted, i.e. on the first start of a fresh ``home``. Never shown in a repr.
+        mechanism: ``SCRAM-SHA-512`` or ``SCRAM-SHA-256``.
+    """
+
+    port: int
+    keystore: Path
+    users: dict[str, str] = field(default_factory=dict, repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            raise BrokerError(f"unsupported SASL mechanism {self.mechanism}")
+        for name, password in self.users.items():
+            # StorageTool's --add-scram syntax: name=...,password="..."
+            if not name or any(ch in name for ch in ',="[]') or '"' in password or not password:
+                raise BrokerError(
+                    f"SCRAM user {name!r}: name or password has a character "
+                    'the storage tool cannot take (,="[]) or is empty'
+                )
+
+    def server_properties(self) -> dict[str, str]:
+        """The listener's ``server.properties`` entries (listener-scoped, so PLAINTEXT stays)."""
+        prefix = f"listener.name.sasl_ssl.{self.mechanism.lower()}"
+        return {
+            "sasl.enabled.mechanisms": self.mechanism,
+            f"{prefix}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.location": str(Path(self.keystore).resolve()),
+            "listener.name.sasl_ssl.ssl.client.auth": "none",
+        }
+
+    def scram_arguments(self) -> list[str]:
+        """``kafka-storage format`` arguments that create :attr:`users`."""
+        arguments: list[str] = []
+        for name, password in self.users.items():
+            arguments += ["--add-scram", f'{self.mechanism}=[name={name},password="{password}"]']
+        return arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +287,7 @@ class LocalBroker:
         stop_with_parent: Ask Linux to SIGTERM the broker when the process that started it
             dies (``PR_SET_PDEATHSIG``), so a killed test run leaves no JVM behind. Leave it
             off for a broker that must outlive its starter (the CLI).
+        sasl_ssl: An additional SASL_SSL (TLS + SCRAM) client listener, or None.
     """
 
     home: Path = field(default_factory=lambda: DEFAULT_HOME)
@@ -243,14 +298,18 @@ class LocalBroker:
     heap: Sequence[str] = ("-Xms256m", "-Xmx768m")
     extra_properties: dict[str, str] = field(default_factory=dict)
     stop_with_parent: bool = False
+    sasl_ssl: SaslSslListener | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).resolve()
         self.lib_dir = Path(self.lib_dir).resolve()
         self.pom = Path(self.pom).resolve()
-        if self.port == self.controller_port:
-            raise BrokerError(f"port and controller_port must differ (both {self.port})")
+        ports = [self.port, self.controller_port]
+        if self.sasl_ssl is not None:
+            ports.append(self.sasl_ssl.port)
+        if len(set(ports)) != len(ports):
+            raise BrokerError(f"the broker's ports must differ (got {ports})")
 
     # ------------------------------------------------------------------ paths
 
@@ -258,6 +317,11 @@ class LocalBroker:
     def bootstrap(self) -> str:
         """The configured client address, ``127.0.0.1:<port>``."""
         return f"{_LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str | None:
+        """The SASL_SSL client address, ``127.0.0.1:<port>``, when that listener is configured."""
+        return None if self.sasl_ssl is None else f"{_LOOPBACK}:{self.sasl_ssl.port}"
 
     @property
     def data_dir(self) -> Path:
@@ -383,11 +447,13 @@ class LocalBroker:
 
     def _running_port(self) -> int:
         """The client port in the written ``server.properties`` (that of a running broker)."""
-        prefix = "advertised.listeners=PLAINTEXT://"
+        prefix = "advertised.listeners="
         with contextlib.suppress(OSError, ValueError):
             for line in self.config_file.read_text().splitlines():
                 if line.startswith(prefix):
-                    return int(line.rsplit(":", 1)[1])
+                    for listener in line[len(prefix) :].split(","):
+                        if listener.startswith("PLAINTEXT://"):
+                            return int(listener.rsplit(":", 1)[1])
         return self.port
 
     def status(self) -> BrokerStatus:
@@ -476,6 +542,12 @@ class LocalBroker:
             "auto.create.topics.enable": "true",
             "delete.topic.enable": "true",
         }
+        if self.sasl_ssl is not None:
+            sasl = f"SASL_SSL://{_LOOPBACK}:{self.sasl_ssl.port}"
+            props["listeners"] += f",{sasl}"
+            props["advertised.listeners"] += f",{sasl}"
+            props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+            props.update(self.sasl_ssl.server_properties())
         props.update(self.extra_properties)
         return props
 
@@ -526,6 +598,7 @@ class LocalBroker:
             "-c",
             str(self.config_file),
             "-g",
+            *(self.sasl_ssl.scram_arguments() if self.sasl_ssl is not None else []),
         ]
         try:
             result = subprocess.run(
@@ -542,10 +615,15 @@ class LocalBroker:
             ) from exc
         if result.returncode != 0:
             output = (result.stdout + result.stderr).strip()[-4000:]
+            for password in self.sasl_ssl.users.values() if self.sasl_ssl is not None else ():
+                output = output.replace(password, "***")  # the tool may echo its arguments
             raise BrokerError(f"formatting KRaft storage in {self.data_dir} failed:\n{output}")
 
     def _check_ports(self) -> None:
-        for name, port in (("port", self.port), ("controller_port", self.controller_port)):
+        named = [("port", self.port), ("controller_port", self.controller_port)]
+        if self.sasl_ssl is not None:
+            named.append(("sasl_ssl.port", self.sasl_ssl.port))
+        for name, port in named:
             if not _port_is_free(port):
                 raise BrokerError(
                     f"{_LOOPBACK}:{port} ({name}) is already in use by another process, not by "

@@ -15,8 +15,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import ConsumerRecord
+from typer.testing import CliRunner
 
-from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_ports
+from streams.cli.main import app
+from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_port, free_ports
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"  # the jars every test broker shares (see conftest.py)
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``
@@ -358,3 +360,64 @@ async def test_lifecycle_start_stop_restart_keeps_data(
     finally:
         broker.stop()
     assert not broker.status().running
+
+
+# --------------------------------------------------------------------------- command line
+
+cli = CliRunner()
+
+
+def test_cli_missing_java_or_maven_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    port = free_port()
+    home = ["--home", str(tmp_path / "home")]
+
+    started = cli.invoke(app, ["kafka", "start", "--port", str(port), *home])
+    assert started.exit_code == 1
+    assert started.stderr.splitlines()[-1].startswith("error: Java was not found")
+    assert "Traceback" not in started.output
+
+    fetched = cli.invoke(app, ["kafka", "fetch", *home, "--lib-dir", str(tmp_path / "lib")])
+    assert fetched.exit_code == 1
+    last = fetched.stderr.splitlines()[-1]
+    assert last.startswith("error: Maven ('mvn') was not found on PATH"), fetched.stderr
+    assert "Traceback" not in fetched.output
+
+
+@pytest.mark.parametrize(
+    ("broker", "message"),
+    [
+        ("kafka://10.1.2.3:9092", "is not on 127.0.0.1"),
+        ("kafka://127.0.0.1:9092;kafka://127.0.0.1:9093", "names several brokers"),
+    ],
+)
+def test_cli_start_refuses_a_configured_address_it_cannot_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: str, message: str
+) -> None:
+    monkeypatch.setenv("SPANGUARD_BROKER", broker)
+    result = cli.invoke(app, ["kafka", "start", "--home", str(tmp_path / "home")])
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert not (tmp_path / "home" / "broker.pid").exists()
+
+
+def test_cli_start_honours_the_configured_broker_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://127.0.0.1:{port}")
+    home = ["--home", str(tmp_path / "home")]
+    try:
+        result = cli.invoke(
+            app, ["kafka", "start", *home, "--lib-dir", str(SHARED_LIB_DIR), "--timeout", "120"]
+        )
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == f"127.0.0.1:{port}"
+        assert LocalBroker(home=tmp_path / "home", port=port).is_answering()
+    finally:
+        stopped = cli.invoke(app, ["kafka", "stop", *home])
+    assert stopped.exit_code == 0, stopped.output
+    assert "Kafka broker stopped" in stopped.stderr

@@ -1,0 +1,235 @@
+"""SASL_SSL (SCRAM-SHA-512) to the local broker: produce and consume through it; secrets never leak.
+
+The test makes its own CA and broker certificate (openssl) and SCRAM user, starts
+a broker with a SASL_SSL listener beside its PLAINTEXT one, and drives the same
+client code the commands use (``spanguard produce`` / ``consume`` and topic creation).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from streams.cli.main import app
+from streams.client.connection import diagnose_connection
+from streams.client.kafka_io import OutputReader, produce_lines
+from streams.client.security import BrokerCredentials, aiokafka_security, describe_security
+from streams.client.topics import ensure_topics
+from streams.kafka.broker import DEFAULT_HOME, LocalBroker, SaslSslListener, free_ports
+from streams.kafka.certs import make_test_certificates
+from streams.settings import Settings, load_settings
+
+pytestmark = pytest.mark.kafka
+
+USER = "spanguard-app"
+PASSWORD = "s3cret-Scram-" + uuid.uuid4().hex[:12]
+WRONG_PASSWORD = "wr0ng-Guess-" + uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class SecureBroker:
+    """The running broker and what a client needs to reach it."""
+
+    bootstrap: str  # the SASL_SSL listener
+    plaintext: str
+    ca_file: Path
+    password_file: Path
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    home = tmp_path_factory.mktemp("sasl-broker")
+    certs = make_test_certificates(home / "tls", hostnames=("localhost",), ips=("127.0.0.1",))
+    port, controller_port, sasl_port = free_ports(3)
+    broker = LocalBroker(
+        home=home,
+        port=port,
+        controller_port=controller_port,
+        lib_dir=DEFAULT_HOME / "lib",
+        stop_with_parent=True,
+        sasl_ssl=SaslSslListener(
+            port=sasl_port, keystore=certs.broker_keystore, users={USER: PASSWORD}
+        ),
+    )
+    assert PASSWORD not in repr(broker)
+    broker.fetch()
+    broker.start(timeout=120)
+    password_file = home / "kafka-password"
+    password_file.write_text(PASSWORD + "\n")
+    try:
+        assert broker.sasl_ssl_bootstrap is not None
+        yield SecureBroker(
+            broker.sasl_ssl_bootstrap, broker.bootstrap, certs.ca_file, password_file
+        )
+    finally:
+        broker.stop()
+    assert PASSWORD not in broker.log_file.read_text(errors="replace")
+    assert PASSWORD not in broker.config_file.read_text()
+
+
+def credentials(broker: SecureBroker, **overrides: object) -> BrokerCredentials:
+    fields: dict[str, object] = {
+        "username": USER,
+        "password_file": broker.password_file,
+        "cafile": broker.ca_file,
+    }
+    fields.update(overrides)
+    return BrokerCredentials.model_validate(fields)
+
+
+async def read_topic(bootstrap: str, topic: str, count: int, security: dict[str, object]) -> list:  # type: ignore[type-arg]
+    records = []
+    async with OutputReader(bootstrap, [topic], security) as reader:
+        for _ in range(300):
+            records.extend(await reader.poll(timeout_ms=200))
+            if len(records) >= count:
+                break
+    return records
+
+
+async def test_produce_and_consume_through_sasl_ssl(secure_broker: SecureBroker) -> None:
+    creds = credentials(secure_broker)
+    settings = Settings(
+        broker=f"kafka://{secure_broker.bootstrap}",
+        topic_prefix=f"sec-{uuid.uuid4().hex[:8]}",
+        broker_credentials=creds,
+    )
+    assert await ensure_topics(settings)  # the admin client authenticates too
+    security = aiokafka_security(creds)
+    assert security["security_protocol"] == "SASL_SSL"
+    assert security["sasl_mechanism"] == "SCRAM-SHA-512"
+    lines = [orjson.dumps({"session_id": f"s{i}", "n": i}) for i in range(20)]
+    topic = settings.topic("events")
+    assert await produce_lines(secure_broker.bootstrap, topic, lines, security=security) == 20
+    records = await read_topic(secure_broker.bootstrap, topic, 20, security)
+    assert sorted(r.value for r in records) == sorted(lines)
+    assert await diagnose_connection(secure_broker.bootstrap, security) == (
+        f"connected to {secure_broker.bootstrap}"
+    )
+
+
+async def test_the_sasl_port_refuses_plaintext_and_untrusted_tls(
+    secure_broker: SecureBroker, tmp_path: Path
+) -> None:
+    plain = await diagnose_connection(secure_broker.bootstrap, None, timeout=5)
+    assert "closed the connection" in plain or "did not answer in time" in plain, plain
+    other_ca = make_test_certificates(tmp_path / "other", hostnames=("localhost",))
+    untrusted = aiokafka_security(credentials(secure_broker, cafile=other_ca.ca_file))
+    why = await diagnose_connection(secure_broker.bootstrap, untrusted, timeout=10)
+    assert "certificate is not trusted" in why, why
+
+
+async def test_wrong_password_is_one_clear_error_without_the_password(
+    secure_broker: SecureBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bad = credentials(secure_broker, password_file=None, password=WRONG_PASSWORD)
+    security = aiokafka_security(bad)
+    with pytest.raises(Exception) as failure:
+        await produce_lines(secure_broker.bootstrap, "never-created", [b"{}"], security=security)
+    why = await diagnose_connection(secure_broker.bootstrap, security)
+    assert why == (
+        f"{secure_broker.bootstrap} refused the credentials of '{USER}' (SCRAM-SHA-512): "
+        "wrong user or password"
+    )
+    seen = "\n".join(
+        [
+            caplog.text,
+            why,
+            "".join(traceback.format_exception(failure.value)),
+            repr(bad),
+            str(bad),
+            describe_security(bad),
+        ]
+    )
+    assert "SaslAuthenticationFailed" in caplog.text  # the client did log the failure ...
+    assert WRONG_PASSWORD not in seen  # ... and nothing anywhere shows the password
+    assert PASSWORD not in seen
+
+
+def test_cli_produce_with_a_wrong_password_prints_one_line(
+    secure_broker: SecureBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://{secure_broker.bootstrap}")
+    monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", f"cli-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv(
+        "SPANGUARD_BROKER_CREDENTIALS",
+        orjson.dumps(
+            {"username": USER, "password": WRONG_PASSWORD, "cafile": str(secure_broker.ca_file)}
+        ).decode(),
+    )
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(b'{"session_id":"s1"}\n')
+    result = CliRunner().invoke(app, ["produce", str(trace)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot use Kafka at {secure_broker.bootstrap}: {secure_broker.bootstrap} "
+        f"refused the credentials of '{USER}' (SCRAM-SHA-512): wrong user or password"
+    ]
+    assert WRONG_PASSWORD not in result.output
+    # the settings, as loaded from that environment, never show it either
+    settings = load_settings()
+    assert WRONG_PASSWORD not in repr(settings) + str(settings)
+
+
+def test_cli_produce_with_a_password_file_publishes(
+    secure_broker: SecureBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://{secure_broker.bootstrap}")
+    monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", f"cli-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv(
+        "SPANGUARD_BROKER_CREDENTIALS",
+        orjson.dumps(
+            {
+                "username": USER,
+                "password_file": str(secure_broker.password_file),
+                "cafile": str(secure_broker.ca_file),
+            }
+        ).decode(),
+    )
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(b'{"session_id":"s1"}\n{"session_id":"s2"}\n')
+    result = CliRunner().invoke(app, ["produce", str(trace)])
+    assert result.exit_code == 0, result.output
+    assert "published 2 record(s)" in result.stderr
+
+
+def test_invalid_credentials_never_echo_the_password() -> None:
+    with pytest.raises(ValidationError) as failure:
+        BrokerCredentials.model_validate(
+            {"username": USER, "password": WRONG_PASSWORD, "password_file": "/x"}
+        )
+    assert "not both" in str(failure.value)
+    assert WRONG_PASSWORD not in str(failure.value)
+    with pytest.raises(ValueError) as bad_settings:
+        load_settings(broker_credentials={"username": USER, "password": WRONG_PASSWORD, "bogus": 1})
+    assert WRONG_PASSWORD not in str(bad_settings.value)
+
+
+def test_missing_password_file_names_the_file_only(tmp_path: Path) -> None:
+    creds = BrokerCredentials(username=USER, password_file=tmp_path / "nope")
+    with pytest.raises(ValueError, match="cannot read the Kafka password file"):
+        aiokafka_security(creds)
+    secret = tmp_path / "pw"
+    secret.write_text(PASSWORD + "\n")
+    assert aiokafka_security(
+        BrokerCredentials(username=USER, password_file=secret, protocol="SASL_PLAINTEXT")
+    ) == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+    }
+
+
+def test_no_credentials_is_plaintext() -> None:
+    assert aiokafka_security(None) == {"security_protocol": "PLAINTEXT"}

@@ -55,6 +55,7 @@ import orjson
 from schemas import INPUT_TYPES, EventRejected, RejectReason, text_sha256
 from streams.codec import encode_output
 from streams.engine.config import EngineSettings
+from streams.engine.decode import Invalid, decode
 from streams.engine.engine import Engine, Source
 from streams.sim.simulator import SimConfig, simulate
 
@@ -298,7 +299,9 @@ class FuzzSessions:
         self._seen: dict[str, list[bytes]] = {}
 
     def events(self) -> Iterator[tuple[Json, bytes]]:
-        """(event, raw) forever; unparsable simulator lines are passed through as they are."""
+        """(event, raw) forever. The simulator's own malformed records come with an empty
+        event: they are passed through but not mutated (a mutation of an already invalid
+        record could not say which reason it must get)."""
         cycle = 0
         while True:
             self._seen.clear()  # sessions of an earlier cycle are never continued
@@ -315,7 +318,8 @@ class FuzzSessions:
                     event["session_id"] = f"fz{cycle}-{event['session_id']}"
                 raw = orjson.dumps(event)
                 self._seen.setdefault(str(event.get("session_id")), []).append(raw)
-                yield event, raw
+                valid = not isinstance(decode(raw, MAX_EVENT_BYTES), Invalid)
+                yield (event if valid else {}), raw
             cycle += 1
 
     def earlier(self, rng: Random, event: Json) -> bytes | None:

@@ -57,7 +57,7 @@ def _quiet_client_logs() -> None:
         client_log.addHandler(logging.NullHandler())
 
 
-def _run_on_kafka(settings: Settings, work: Callable[[], Awaitable[_T]]) -> _T:
+def run_on_kafka(settings: Settings, work: Callable[[], Awaitable[_T]]) -> _T:
     """Run ``work``; when Kafka cannot be used, exit 1 with one line that says why."""
     _quiet_client_logs()
     try:
@@ -96,7 +96,7 @@ def worker(
     from streams.app.topology import build_topology
 
     settings = _settings(config)
-    _run_on_kafka(settings, lambda: ensure_topics(settings))
+    run_on_kafka(settings, lambda: ensure_topics(settings))
     asyncio.set_event_loop(asyncio.new_event_loop())
     topology = build_topology(settings)
     faust.Worker(topology.app, loglevel=loglevel, quiet=True).execute_from_commandline()
@@ -143,7 +143,7 @@ def produce(
             max_request_size=max_record_bytes(settings),
         )
 
-    sent = _run_on_kafka(settings, run)
+    sent = run_on_kafka(settings, run)
     err.print(f"published {sent} record(s) to {settings.topic('events')}")
 
 
@@ -179,7 +179,7 @@ def consume(
                 sink.close()
 
     with contextlib.suppress(KeyboardInterrupt):
-        _run_on_kafka(settings, run)
+        run_on_kafka(settings, run)
     summary.render(err, counted="outputs")
 
 

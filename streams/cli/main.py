@@ -9,6 +9,7 @@ import typer
 from streams.cli.demo import demo
 from streams.cli.kafka_cli import consume, produce, worker
 from streams.cli.kafka_cmd import kafka_app
+from streams.cli.privacy import privacy_scan_command
 from streams.cli.replay import replay
 from streams.cli.sim_cli import quality, simulate
 from streams.fleet.rules_cli import check_rules
@@ -37,6 +38,7 @@ app.command()(demo)
 app.command()(simulate)
 app.command()(quality)
 app.command(name="check-rules")(check_rules)
+app.command(name="privacy-scan")(privacy_scan_command)
 app.add_typer(kafka_app, name="kafka", help="Run the project's local Kafka broker (KRaft).")
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import traceback
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -21,64 +19,22 @@ from typer.testing import CliRunner
 
 from streams.cli.main import app
 from streams.client.connection import diagnose_connection
-from streams.client.kafka_io import OutputReader, produce_lines
+from streams.client.kafka_io import OutputReader, OutputRecord, produce_lines
 from streams.client.security import BrokerCredentials, aiokafka_security, describe_security
 from streams.client.topics import ensure_topics
-from streams.kafka.broker import DEFAULT_HOME, LocalBroker, SaslSslListener, free_ports
 from streams.kafka.certs import make_test_certificates
 from streams.settings import Settings, load_settings
+from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka
 
-USER = "spanguard-app"
-PASSWORD = "s3cret-Scram-" + uuid.uuid4().hex[:12]
 WRONG_PASSWORD = "wr0ng-Guess-" + uuid.uuid4().hex[:12]
-
-
-@dataclass(frozen=True)
-class SecureBroker:
-    """The running broker and what a client needs to reach it."""
-
-    bootstrap: str  # the SASL_SSL listener
-    plaintext: str
-    ca_file: Path
-    password_file: Path
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    home = tmp_path_factory.mktemp("sasl-broker")
-    certs = make_test_certificates(home / "tls", hostnames=("localhost",), ips=("127.0.0.1",))
-    port, controller_port, sasl_port = free_ports(3)
-    broker = LocalBroker(
-        home=home,
-        port=port,
-        controller_port=controller_port,
-        lib_dir=DEFAULT_HOME / "lib",
-        stop_with_parent=True,
-        sasl_ssl=SaslSslListener(
-            port=sasl_port, keystore=certs.broker_keystore, users={USER: PASSWORD}
-        ),
-    )
-    assert PASSWORD not in repr(broker)
-    broker.fetch()
-    broker.start(timeout=120)
-    password_file = home / "kafka-password"
-    password_file.write_text(PASSWORD + "\n")
-    try:
-        assert broker.sasl_ssl_bootstrap is not None
-        yield SecureBroker(
-            broker.sasl_ssl_bootstrap, broker.bootstrap, certs.ca_file, password_file
-        )
-    finally:
-        broker.stop()
-    assert PASSWORD not in broker.log_file.read_text(errors="replace")
-    assert PASSWORD not in broker.config_file.read_text()
+LOCAL_USER, LOCAL_SECRET = "app", "local-" + uuid.uuid4().hex[:12]  # for tests without a broker
 
 
 def credentials(broker: SecureBroker, **overrides: object) -> BrokerCredentials:
     fields: dict[str, object] = {
-        "username": USER,
+        "username": broker.user,
         "password_file": broker.password_file,
         "cafile": broker.ca_file,
     }
@@ -86,8 +42,10 @@ def credentials(broker: SecureBroker, **overrides: object) -> BrokerCredentials:
     return BrokerCredentials.model_validate(fields)
 
 
-async def read_topic(bootstrap: str, topic: str, count: int, security: dict[str, object]) -> list:  # type: ignore[type-arg]
-    records = []
+async def read_topic(
+    bootstrap: str, topic: str, count: int, security: dict[str, object]
+) -> list[OutputRecord]:
+    records: list[OutputRecord] = []
     async with OutputReader(bootstrap, [topic], security) as reader:
         for _ in range(300):
             records.extend(await reader.poll(timeout_ms=200))
@@ -138,8 +96,8 @@ async def test_wrong_password_is_one_clear_error_without_the_password(
         await produce_lines(secure_broker.bootstrap, "never-created", [b"{}"], security=security)
     why = await diagnose_connection(secure_broker.bootstrap, security)
     assert why == (
-        f"{secure_broker.bootstrap} refused the credentials of '{USER}' (SCRAM-SHA-512): "
-        "wrong user or password"
+        f"{secure_broker.bootstrap} refused the credentials of '{secure_broker.user}' "
+        "(SCRAM-SHA-512): wrong user or password"
     )
     seen = "\n".join(
         [
@@ -153,7 +111,7 @@ async def test_wrong_password_is_one_clear_error_without_the_password(
     )
     assert "SaslAuthenticationFailed" in caplog.text  # the client did log the failure ...
     assert WRONG_PASSWORD not in seen  # ... and nothing anywhere shows the password
-    assert PASSWORD not in seen
+    assert secure_broker.password not in seen
 
 
 def test_cli_produce_with_a_wrong_password_prints_one_line(
@@ -164,7 +122,11 @@ def test_cli_produce_with_a_wrong_password_prints_one_line(
     monkeypatch.setenv(
         "SPANGUARD_BROKER_CREDENTIALS",
         orjson.dumps(
-            {"username": USER, "password": WRONG_PASSWORD, "cafile": str(secure_broker.ca_file)}
+            {
+                "username": secure_broker.user,
+                "password": WRONG_PASSWORD,
+                "cafile": str(secure_broker.ca_file),
+            }
         ).decode(),
     )
     trace = tmp_path / "trace.jsonl"
@@ -173,7 +135,7 @@ def test_cli_produce_with_a_wrong_password_prints_one_line(
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: cannot use Kafka at {secure_broker.bootstrap}: {secure_broker.bootstrap} "
-        f"refused the credentials of '{USER}' (SCRAM-SHA-512): wrong user or password"
+        f"refused the credentials of '{secure_broker.user}' (SCRAM-SHA-512): wrong user or password"
     ]
     assert WRONG_PASSWORD not in result.output
     # the settings, as loaded from that environment, never show it either
@@ -190,7 +152,7 @@ def test_cli_produce_with_a_password_file_publishes(
         "SPANGUARD_BROKER_CREDENTIALS",
         orjson.dumps(
             {
-                "username": USER,
+                "username": secure_broker.user,
                 "password_file": str(secure_broker.password_file),
                 "cafile": str(secure_broker.ca_file),
             }
@@ -206,28 +168,30 @@ def test_cli_produce_with_a_password_file_publishes(
 def test_invalid_credentials_never_echo_the_password() -> None:
     with pytest.raises(ValidationError) as failure:
         BrokerCredentials.model_validate(
-            {"username": USER, "password": WRONG_PASSWORD, "password_file": "/x"}
+            {"username": LOCAL_USER, "password": WRONG_PASSWORD, "password_file": "/x"}
         )
     assert "not both" in str(failure.value)
     assert WRONG_PASSWORD not in str(failure.value)
     with pytest.raises(ValueError) as bad_settings:
-        load_settings(broker_credentials={"username": USER, "password": WRONG_PASSWORD, "bogus": 1})
+        load_settings(
+            broker_credentials={"username": LOCAL_USER, "password": WRONG_PASSWORD, "bogus": 1}
+        )
     assert WRONG_PASSWORD not in str(bad_settings.value)
 
 
 def test_missing_password_file_names_the_file_only(tmp_path: Path) -> None:
-    creds = BrokerCredentials(username=USER, password_file=tmp_path / "nope")
+    creds = BrokerCredentials(username=LOCAL_USER, password_file=tmp_path / "nope")
     with pytest.raises(ValueError, match="cannot read the Kafka password file"):
         aiokafka_security(creds)
     secret = tmp_path / "pw"
-    secret.write_text(PASSWORD + "\n")
+    secret.write_text(LOCAL_SECRET + "\n")
     assert aiokafka_security(
-        BrokerCredentials(username=USER, password_file=secret, protocol="SASL_PLAINTEXT")
+        BrokerCredentials(username=LOCAL_USER, password_file=secret, protocol="SASL_PLAINTEXT")
     ) == {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_plain_username": USER,
-        "sasl_plain_password": PASSWORD,
+        "sasl_plain_username": LOCAL_USER,
+        "sasl_plain_password": LOCAL_SECRET,
     }
 
 

@@ -535,8 +535,11 @@ class LocalBroker:
             "num.recovery.threads.per.data.dir": "1",
             "background.threads": "4",
             "log.cleaner.threads": "1",
-            # small segments and a small cleaner buffer, so compaction really runs in tests
-            "log.segment.bytes": str(1024 * 1024),
+            # small segments and a small cleaner buffer, so compaction really runs in tests;
+            # a segment still holds the largest batch the contract's topics accept
+            # (2 x max_event_bytes, see streams.client.topics.max_record_bytes), or the
+            # broker refuses it with RECORD_LIST_TOO_LARGE before TOO_LARGE can be reached
+            "log.segment.bytes": str(16 * 1024 * 1024),
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
             "auto.create.topics.enable": "true",

@@ -1,0 +1,120 @@
+"""Topics are created with ``max.message.bytes`` consistent with ``max_event_bytes``,
+so an input over the limit reaches the engine (TOO_LARGE) and its dead letter fits."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import MessageSizeTooLargeError
+
+from schemas import EventRejected, RejectReason
+from streams.client.kafka_io import produce_lines
+from streams.client.topics import contract_topics, ensure_topics, max_record_bytes
+from streams.codec import encode_output
+from streams.engine.engine import Engine, Source
+from streams.settings import Settings
+from tests.reliability.secure_broker import SecureBroker
+
+pytestmark = pytest.mark.kafka
+
+
+async def topic_max_bytes(bootstrap: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        await admin.close()
+    entries = response.to_object()["resources"][0]["config_entries"]
+    return int(next(e["config_value"] for e in entries if e["config_names"] == "max.message.bytes"))
+
+
+async def read_one(bootstrap: str, topic: str, partition: int) -> bytes:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    tp = TopicPartition(topic, partition)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        record = await consumer.getone(tp)
+        assert record.value is not None
+        return record.value
+    finally:
+        await consumer.stop()
+
+
+def test_the_limit_leaves_room_for_oversized_input_and_its_dead_letter() -> None:
+    settings = Settings(max_event_bytes=1 << 20)
+    limit = max_record_bytes(settings)
+    assert limit > settings.max_event_bytes
+    # the dead letter of an input just under max_event_bytes: base64 plus its envelope
+    engine = Engine(settings.engine_settings())
+    raw = b'{"type": 1, "pad": "' + b"x" * (settings.max_event_bytes - 40) + b'"}'
+    assert len(raw) <= settings.max_event_bytes
+    [dead_letter] = engine.process_raw(raw, Source("events", 0, 0))
+    assert isinstance(dead_letter, EventRejected)
+    assert len(encode_output(dead_letter)) < limit
+
+
+async def test_too_large_is_reachable_through_kafka(secure_broker: SecureBroker) -> None:
+    bootstrap = secure_broker.plaintext
+    settings = Settings(broker=f"kafka://{bootstrap}", topic_prefix=uuid.uuid4().hex[:10])
+    assert sorted(await ensure_topics(settings)) == sorted(contract_topics(settings))
+    for topic in contract_topics(settings):
+        assert await topic_max_bytes(bootstrap, topic) == max_record_bytes(settings)
+
+    # an input 10% over max_event_bytes, uncompressed, keyed by its session
+    body = b"y" * int(settings.max_event_bytes * 1.1)
+    raw = b'{"session_id":"big-1","tenant":"t","text":"' + body + b'"}'
+    sent = await produce_lines(
+        bootstrap, settings.topic("events"), [raw], max_request_size=max_record_bytes(settings)
+    )
+    assert sent == 1
+    partitions = range(settings.partitions)
+    values = []
+    for partition in partitions:
+        consumer_end = await _end(bootstrap, settings.topic("events"), partition)
+        if consumer_end:
+            values.append(await read_one(bootstrap, settings.topic("events"), partition))
+    assert values == [raw]
+
+    [rejected] = Engine(settings.engine_settings()).process_raw(raw, Source("events", 0, 0))
+    assert isinstance(rejected, EventRejected)
+    assert rejected.reason is RejectReason.TOO_LARGE
+    # ... and its dead letter can be produced to the dead-letter topic
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, max_request_size=max_record_bytes(settings)
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(settings.topic("deadletter"), encode_output(rejected))
+    finally:
+        await producer.stop()
+
+
+async def test_a_topic_without_the_limit_refuses_such_input(secure_broker: SecureBroker) -> None:
+    # what happened before: the broker's default (1 MiB) refuses the record outright
+    bootstrap = secure_broker.plaintext
+    topic = f"plain-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        await admin.close()
+    raw = b'{"text":"' + b"z" * int(1.1 * (1 << 20)) + b'"}'
+    with pytest.raises(MessageSizeTooLargeError):
+        await produce_lines(bootstrap, topic, [raw], max_request_size=4 << 20)
+
+
+async def _end(bootstrap: str, topic: str, partition: int) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()

@@ -21,7 +21,6 @@ from pydantic_settings import (
 )
 
 from schemas import FaultKind, Severity
-from streams.client.security import BrokerCredentials
 from streams.engine.config import DEV_SECRET, EngineSettings
 from streams.fleet.config import FleetSettings
 
@@ -59,12 +58,9 @@ class Settings(BaseSettings):
         description="fleet monitoring: windows, alert rules, webhook (docs/monitoring.md)",
     )
     standby_replicas: int = Field(1, ge=0, description="standby table replicas per partition")
-    broker_credentials: BrokerCredentials | None = Field(
+    broker_credentials: dict[str, str] | None = Field(
         None,
-        description=(
-            "TLS/SASL to Kafka (JSON): protocol, mechanism, username, password or "
-            "password_file, cafile, certfile, keyfile; see docs/security.md"
-        ),
+        description="SASL/SSL settings passed to Faust: mechanism, username, password, cafile",
     )
     # web
     web_enabled: bool = Field(True, description="serve /metrics, the API and the dashboard")

@@ -7,6 +7,7 @@ the processor; nothing happens at import time and nothing is module-global.
 from __future__ import annotations
 
 import logging
+import ssl
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, OutputProducer, file_journal
 from streams.app.processor import InputRecord, Processor
 from streams.client.kafka_io import OUTPUT_SUFFIXES
-from streams.client.security import BrokerCredentials, aiokafka_security
 from streams.engine.engine import Engine
 from streams.engine.persist import Record
 from streams.settings import Settings
@@ -67,16 +67,17 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     return config
 
 
-def _credentials(credentials: BrokerCredentials) -> Any:
-    security = aiokafka_security(credentials)
-    if "sasl_mechanism" in security:
+def _credentials(raw: dict[str, str]) -> Any:
+    mechanism = raw.get("mechanism", "PLAIN").upper()
+    ssl_context = ssl.create_default_context(cafile=raw["cafile"]) if raw.get("cafile") else None
+    if "username" in raw:
         return faust.SASLCredentials(
-            username=security["sasl_plain_username"],
-            password=security["sasl_plain_password"],
-            mechanism=security["sasl_mechanism"],
-            ssl_context=security.get("ssl_context"),
+            username=raw["username"],
+            password=raw.get("password", ""),
+            mechanism=mechanism,
+            ssl_context=ssl_context,
         )
-    return faust.SSLCredentials(security["ssl_context"])
+    return faust.SSLCredentials(ssl_context)
 
 
 def build_topology(settings: Settings, journal: Journal | None = None) -> Topology:

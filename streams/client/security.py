@@ -14,15 +14,17 @@ or a validation error, and :func:`describe_security` gives a line safe to log.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 __all__ = [
     "BrokerCredentials",
     "CredentialsError",
     "aiokafka_security",
+    "as_credentials",
     "describe_security",
 ]
 
@@ -130,16 +132,43 @@ class BrokerCredentials(BaseModel):
         return context
 
 
-def aiokafka_security(credentials: BrokerCredentials | None) -> dict[str, Any]:
+def as_credentials(
+    credentials: BrokerCredentials | Mapping[str, Any] | None,
+) -> BrokerCredentials | None:
+    """``credentials`` as a :class:`BrokerCredentials` (a mapping, e.g. the setting's JSON,
+    is validated).
+
+    Raises:
+        CredentialsError: When the mapping is not valid; the message names the fields
+            and the problems, never a value.
+    """
+    if credentials is None or isinstance(credentials, BrokerCredentials):
+        return credentials
+    try:
+        return BrokerCredentials.model_validate(dict(credentials))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'broker_credentials'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+        raise CredentialsError(f"invalid broker_credentials: {problems}") from None
+
+
+def aiokafka_security(
+    credentials: BrokerCredentials | Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """The keyword arguments that give an aiokafka client the configured security.
 
     Pass them to ``AIOKafkaProducer``, ``AIOKafkaConsumer`` or ``AIOKafkaAdminClient``
-    (``**aiokafka_security(settings.broker_credentials)``). Without credentials:
+    (``**aiokafka_security(settings.broker_credentials)``). ``credentials`` is a
+    :class:`BrokerCredentials` or a mapping of its fields. Without credentials:
     ``{"security_protocol": "PLAINTEXT"}``.
 
     Raises:
-        CredentialsError: When a password file or a TLS file cannot be read.
+        CredentialsError: When the credentials are invalid, or a password file or a
+            TLS file cannot be read.
     """
+    credentials = as_credentials(credentials)
     if credentials is None:
         return {"security_protocol": "PLAINTEXT"}
     protocol = credentials.effective_protocol
@@ -153,8 +182,9 @@ def aiokafka_security(credentials: BrokerCredentials | None) -> dict[str, Any]:
     return kwargs
 
 
-def describe_security(credentials: BrokerCredentials | None) -> str:
+def describe_security(credentials: BrokerCredentials | Mapping[str, Any] | None) -> str:
     """One line that says how clients connect, safe to log (no secret in it)."""
+    credentials = as_credentials(credentials)
     if credentials is None:
         return "PLAINTEXT (no TLS, no authentication)"
     parts: list[str] = [credentials.effective_protocol]

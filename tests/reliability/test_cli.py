@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
 from schemas import EventRejected, RejectReason
+from streams.cli.kafka_cli import describe
 from streams.cli.main import app
 from streams.cli.summary import OutputSummary
+from streams.codec import decode_output
 from streams.kafka.broker import free_port
 
 runner = CliRunner()
@@ -94,3 +97,34 @@ def test_consume_summary_counts_outputs_not_inputs() -> None:
     text = console.export_text()
     assert "1 output records" in text
     assert "input records" not in text
+
+
+def test_follow_lines_keep_square_brackets() -> None:
+    # rich reads "[u5:PINNED]" as markup and eats it unless it is escaped
+    decision = decode_output(
+        orjson.dumps(
+            {
+                "type": "eviction.decided",
+                "schema_version": 1,
+                "session_id": "s[1]",
+                "tenant": "t",
+                "caused_by": "e1",
+                "ts": "2026-01-01T00:00:00Z",
+                "decision_id": "d1",
+                "request_id": "r1",
+                "basis": "score",
+                "action": "PARTIAL",
+                "committed": ["a1"],
+                "refused": [{"span_id": "u5", "reason": "PINNED"}],
+                "dropped": [],
+                "pins": [],
+                "faults": [],
+                "recompute_id": None,
+            }
+        )
+    )
+    console = Console(record=True, width=200)
+    console.print(describe(decision))
+    text = console.export_text()
+    assert "refused=[u5:PINNED]" in text
+    assert "t/s[1]" in text

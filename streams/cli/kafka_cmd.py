@@ -10,6 +10,8 @@ Messages go to standard error; errors exit with code 1.
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +19,8 @@ import typer
 from rich.console import Console
 
 from streams.client.kafka_io import bootstrap_servers
-from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker
+from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker, SaslSslListener
+from streams.kafka.certs import CertificateError, make_test_certificates
 from streams.settings import load_settings
 
 kafka_app = typer.Typer(
@@ -64,7 +67,7 @@ def _broker(
     return broker
 
 
-def _fail(exc: BrokerError | ValueError) -> typer.Exit:
+def _fail(exc: BrokerError | ValueError | CertificateError) -> typer.Exit:
     _err.print(f"error: {exc}", markup=False, highlight=False)
     return typer.Exit(code=1)
 
@@ -108,18 +111,40 @@ def start(
     ] = 60.0,
     home: HomeOption = DEFAULT_HOME,
     lib_dir: LibDirOption = None,
+    sasl_port: Annotated[
+        int | None,
+        typer.Option(
+            "--sasl-port",
+            help="Also listen for SASL_SSL (TLS + SCRAM-SHA-512) clients on this port; "
+            "the CA and certificate are made in HOME/tls.",
+        ),
+    ] = None,
+    scram_user: Annotated[
+        str, typer.Option("--scram-user", help="SCRAM user created with a fresh HOME.")
+    ] = "spanguard",
+    scram_password_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--scram-password-file",
+            help="File holding the SCRAM user's password [default: $SPANGUARD_SCRAM_PASSWORD].",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the broker in the background (fetching its jars once) and print its address.
 
     It listens where the settings say the broker is (``SPANGUARD_BROKER``, default
-    ``kafka://127.0.0.1:9092``), unless ``--port`` says otherwise.
+    ``kafka://127.0.0.1:9092``), unless ``--port`` says otherwise. With
+    ``--sasl-port`` it also serves TLS + SCRAM clients (see docs/security.md).
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
         broker = _broker(
             home, port if port is not None else configured_port(), controller_port, lib_dir
         )
-    except (BrokerError, ValueError) as exc:
+        if sasl_port is not None:
+            broker = _with_sasl(broker, sasl_port, scram_user, scram_password_file)
+    except (BrokerError, ValueError, CertificateError) as exc:
         raise _fail(exc) from exc
     try:
         current = broker.status()
@@ -133,7 +158,46 @@ def start(
         raise _fail(exc) from exc
     pid = broker.status().pid
     _err.print(f"Kafka broker started (pid {pid})")
+    if broker.sasl_ssl is not None:
+        _err.print(
+            f"SASL_SSL (SCRAM-SHA-512) on {broker.sasl_ssl_bootstrap}; clients: "
+            f"SPANGUARD_BROKER=kafka://{broker.sasl_ssl_bootstrap} "
+            f'SPANGUARD_BROKER_CREDENTIALS=\'{{"username": "{scram_user}", '
+            f'"password_file": "...", "cafile": "{home.resolve() / "tls" / "ca.pem"}"}}\'',
+            markup=False,
+        )
     _out.print(bootstrap)
+
+
+def _with_sasl(
+    broker: LocalBroker, sasl_port: int, user: str, password_file: Path | None
+) -> LocalBroker:
+    """``broker`` with a SASL_SSL listener, its certificates made in ``<home>/tls`` once."""
+    if password_file is not None:
+        try:
+            password = password_file.read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as exc:
+            raise BrokerError(f"cannot read {password_file}: {exc.strerror}") from None
+    else:
+        password = os.environ.get("SPANGUARD_SCRAM_PASSWORD", "")
+    if not password:
+        raise BrokerError(
+            "--sasl-port needs the SCRAM password: --scram-password-file FILE or "
+            "$SPANGUARD_SCRAM_PASSWORD"
+        )
+    tls = broker.home / "tls"
+    keystore = tls / "broker.pem"
+    if not keystore.is_file():
+        make_test_certificates(tls, hostnames=("localhost",), ips=("127.0.0.1",))
+    if (broker.data_dir / "meta.properties").is_file():
+        _err.print(
+            f"note: {broker.home} is already formatted; SCRAM users are created only when a "
+            "fresh home is formatted",
+            markup=False,
+        )
+    return replace(
+        broker, sasl_ssl=SaslSslListener(port=sasl_port, keystore=keystore, users={user: password})
+    )
 
 
 @kafka_app.command("fetch")

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,57 @@ def test_cli_start_honours_the_configured_broker_address(
         stopped = cli.invoke(app, ["kafka", "stop", *home])
     assert stopped.exit_code == 0, stopped.output
     assert "Kafka broker stopped" in stopped.stderr
+
+
+def test_cli_start_with_a_sasl_listener_serves_scram_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, sasl_port = free_ports(2)
+    password = "cli-scram-" + uuid.uuid4().hex[:10]
+    monkeypatch.setenv("SPANGUARD_SCRAM_PASSWORD", password)
+    home = tmp_path / "home"
+    try:
+        started = cli.invoke(
+            app,
+            [
+                "kafka", "start", "--home", str(home), "--lib-dir", str(SHARED_LIB_DIR),
+                "--port", str(port), "--sasl-port", str(sasl_port), "--scram-user", "demo",
+                "--timeout", "120",
+            ],
+        )  # fmt: skip
+        assert started.exit_code == 0, started.output
+        assert f"SASL_SSL (SCRAM-SHA-512) on 127.0.0.1:{sasl_port}" in started.stderr
+        assert password not in started.output
+        secret = tmp_path / "password"
+        secret.write_text(password)
+        monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://127.0.0.1:{sasl_port}")
+        monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", "cli-sasl")
+        monkeypatch.setenv(
+            "SPANGUARD_BROKER_CREDENTIALS",
+            f'{{"username": "demo", "password_file": "{secret}", '
+            f'"cafile": "{home / "tls" / "ca.pem"}"}}',
+        )
+        trace = tmp_path / "trace.jsonl"
+        trace.write_bytes(b'{"session_id": "s1"}\n')
+        produced = cli.invoke(app, ["produce", str(trace)])
+        assert produced.exit_code == 0, produced.output
+        assert "published 1 record(s) to cli-sasl.events" in produced.stderr
+    finally:
+        cli.invoke(app, ["kafka", "stop", "--home", str(home)])
+
+
+def test_cli_sasl_listener_needs_a_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPANGUARD_SCRAM_PASSWORD", raising=False)
+    port, sasl_port = free_ports(2)
+    result = cli.invoke(
+        app,
+        ["kafka", "start", "--home", str(tmp_path), "--port", str(port), "--sasl-port",
+         str(sasl_port)],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: --sasl-port needs the SCRAM password: --scram-password-file FILE or "
+        "$SPANGUARD_SCRAM_PASSWORD"
+    )

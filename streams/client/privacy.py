@@ -23,6 +23,7 @@ import bisect
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ MIN_TEXT_CHARS = 8
 _HASHED = re.compile(rb"hmac-sha256:[0-9a-f]+")
 _TOKEN_SPLIT = re.compile(r"[^0-9a-z]+")
 _TEXT_FIELDS = ("text", "surface")
+#: Seconds without a record, while records are known to be left, before a scan gives up.
+_STALL_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,22 +291,43 @@ async def scan_topics(
         missing = sorted(set(topics) - {tp.topic for tp in partitions})
         if missing:
             raise ValueError(f"no such topic: {', '.join(missing)}")
-        consumer.assign(partitions)
+        # end offsets first: asked right after assign(), aiokafka 0.14 sometimes answers 0
         ends = await consumer.end_offsets(partitions)
+        consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         for tp in partitions:
             records: list[tuple[str, bytes]] = []
-            while await consumer.position(tp) < ends[tp]:
-                batch = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
-                for record in batch.get(tp, []):
-                    headers = b"".join(k.encode() + b"=" + v for k, v in record.headers or ())
-                    data = (record.key or b"") + b"\x00" + (record.value or b"") + headers
-                    records.append((f"{tp.topic}[{tp.partition}]@{record.offset}", data))
+            end = ends[tp]
+            while True:
+                idle_since = time.monotonic()
+                while await consumer.position(tp) < end:
+                    if time.monotonic() - idle_since > _STALL_S:
+                        raise TimeoutError(
+                            f"could not read {tp.topic}[{tp.partition}] up to offset {end}"
+                        )
+                    batch = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
+                    if batch:
+                        idle_since = time.monotonic()
+                    for record in batch.get(tp, []):
+                        records.append(
+                            (f"{tp.topic}[{tp.partition}]@{record.offset}", _bytes(record))
+                        )
+                # asked again once read: an end that was wrong (or records that came
+                # since) is read too, so a scan never passes on a partition it skipped
+                end = (await consumer.end_offsets([tp]))[tp]
+                if await consumer.position(tp) >= end:
+                    break
             count += len(records)
             findings.extend(scan_records(records, needles, compiled))
     finally:
         await consumer.stop()
     return count, findings
+
+
+def _bytes(record: Any) -> bytes:
+    """Key, value and headers of a consumed record, as one searchable string."""
+    headers = b"".join(k.encode() + b"=" + v for k, v in record.headers or ())
+    return (record.key or b"") + b"\x00" + (record.value or b"") + b"\x00" + headers
 
 
 async def _partition_counts(

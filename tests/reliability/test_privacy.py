@@ -66,9 +66,11 @@ async def fill(bootstrap: str, prefix: str, records: Sequence[tuple[str, bytes, 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 << 20)
     await producer.start()
     try:
-        for suffix, key, value in records:
+        sent = [
             await producer.send(f"{prefix}.{suffix}", value=value, key=key or None)
-        await producer.flush()
+            for suffix, key, value in records
+        ]
+        await asyncio.gather(*sent)  # every record acknowledged (an error fails the test)
     finally:
         await producer.stop()
 

@@ -362,6 +362,43 @@ def hostile_records(seed: int, count: int, per_event: int = 6) -> Iterator[Hosti
             made += 1
 
 
+def garbage_mix(
+    valid: list[bytes], share: float = 0.1, seed: int = 1, too_large: bool = True
+) -> tuple[list[bytes], list[Hostile]]:
+    """``valid`` with garbage interleaved so that ``share`` of the result is garbage.
+
+    The garbage is only of the categories that must be rejected (each record becomes
+    exactly one dead letter, with a reason from its ``expected`` set) and never names
+    a session of ``valid``, so the valid records' outputs must equal a replay of
+    ``valid`` alone. For the through-Kafka test and benchmark of a garbage mix.
+
+    ``TOO_LARGE`` garbage is over :data:`MAX_EVENT_BYTES` (64 KiB): run the worker
+    with ``max_event_bytes`` = that, or pass ``too_large=False`` to leave it out.
+
+    Returns:
+        (the mixed lines in order, the garbage records in order).
+    """
+    if not 0.0 <= share < 1.0:
+        raise ValueError("share must be in [0, 1)")
+    wanted = round(len(valid) * share / (1.0 - share))
+    garbage = [
+        item
+        for item in hostile_records(seed, wanted * 4)
+        if isinstance(item, Hostile)
+        and item.expected is not None
+        and (too_large or RejectReason.TOO_LARGE not in item.expected)
+    ][:wanted]
+    rng = Random(seed)
+    slots = sorted(rng.sample(range(len(valid) + len(garbage)), len(garbage)))
+    mixed: list[bytes] = []
+    pending = iter(valid)
+    queue = iter(garbage)
+    slot_set = set(slots)
+    for index in range(len(valid) + len(garbage)):
+        mixed.append(next(queue).raw if index in slot_set else next(pending))
+    return mixed, garbage
+
+
 # --------------------------------------------------------------------------- the run
 
 

@@ -7,7 +7,9 @@ from random import Random
 import pytest
 
 from bench import fuzz
-from bench.fuzz import MUTATIONS, FuzzSessions, Hostile, hostile_records, run_fuzz
+from bench.fuzz import MUTATIONS, FuzzSessions, Hostile, garbage_mix, hostile_records, run_fuzz
+from schemas import EventRejected, RejectReason
+from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine
 
 COUNT = 20_000
@@ -70,3 +72,24 @@ def test_a_hostile_record_that_touches_a_valid_session_is_detected(
     report = run_fuzz(500, seed=2, valid_sessions=5)
     assert report.valid_mismatches
     assert not report.ok
+
+
+def test_garbage_mix_is_ten_percent_must_reject_garbage() -> None:
+    valid = [b'{"session_id": "v%d"}' % i for i in range(900)]
+    mixed, garbage = garbage_mix(valid, share=0.1, seed=5)
+    assert len(garbage) == 100 and len(mixed) == 1000
+    assert [line for line in mixed if line in set(valid)] == valid  # order kept
+    assert all(item.expected for item in garbage)
+    assert {"oversized", "truncated", "tombstone"} <= {item.category for item in garbage}
+    engine = Engine(EngineSettings(max_event_bytes=fuzz.MAX_EVENT_BYTES))
+    for item in garbage:
+        [rejected] = engine.process_raw(item.raw, fuzz.Source("mix", 0, item.index))
+        assert isinstance(rejected, EventRejected)
+        assert rejected.reason in (item.expected or ())
+
+
+def test_garbage_mix_without_too_large() -> None:
+    valid = [b'{"session_id": "v%d"}' % i for i in range(900)]
+    _, garbage = garbage_mix(valid, share=0.1, seed=5, too_large=False)
+    assert len(garbage) == 100
+    assert not any(RejectReason.TOO_LARGE in (item.expected or ()) for item in garbage)

@@ -7,6 +7,7 @@ precise dead-letter reason and the worker never stops on it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,9 +105,18 @@ def _lenient_json(raw: bytes) -> Any:
     # orjson refuses NaN and Infinity; the standard library reads them, so that a
     # NaN score is reported as NON_FINITE_SCORE rather than as broken JSON.
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = json.loads(raw.decode("utf-8"))
+        if _SURROGATE_ESCAPE.search(raw):
+            # the standard library also reads a lone surrogate ("\ud800"), which is no
+            # Unicode text: an id holding one could never be written out again (outputs,
+            # state). It stays INVALID_JSON, as orjson said.
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except (ValueError, RecursionError):  # includes Unicode errors
         return None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def read_identity(data: dict[str, Any]) -> Identity:

@@ -264,6 +264,51 @@ def bit_flips(rng: Random, event: Json, raw: bytes, _: FuzzSessions) -> tuple[by
     return bytes(data), None
 
 
+def nested_wrong(rng: Random, event: Json, raw: bytes, _: FuzzSessions) -> tuple[bytes, Expected]:
+    """A value deep inside the event (a score, a snapshot entry, a mention) of another type."""
+    lists = [k for k, v in event.items() if isinstance(v, list) and v]
+    if not lists:
+        return _dump(dict(event, x_nested=[{"a": [None, {"b": float("-0.0")}]}])), None
+    name = rng.choice(lists)
+    items = list(event[name])
+    at = rng.randrange(len(items))
+    item = items[at]
+    junk = rng.choice([None, 0, -1, 1.5, "", "x", [], {}, [[]], {"": None}, True, 2**64 - 1])
+    if isinstance(item, dict) and item:
+        items[at] = dict(item, **{rng.choice(sorted(item)): junk})
+    else:
+        items[at] = junk
+    return _dump(dict(event, **{name: items})), None
+
+
+def lone_surrogate(rng: Random, event: Json, raw: bytes, _: FuzzSessions) -> tuple[bytes, Expected]:
+    """An escaped UTF-16 surrogate without its pair (valid JSON, not valid Unicode)."""
+    escape = rng.choice([b"\\ud800", b"\\udfff", b"\\udbff\\u0041"])
+    name = rng.choice(
+        [b'"text":"', b'"span_id":"', b'"session_id":"', b'"tenant":"', b'"event_id":"']
+    )
+    at = raw.find(name)
+    if at < 0:
+        return raw[:-1] + b',"x_s":"' + escape + b'"}', None
+    at += len(name)
+    return raw[:at] + escape + raw[at:], None
+
+
+def duplicate_keys(rng: Random, event: Json, raw: bytes, _: FuzzSessions) -> tuple[bytes, Expected]:
+    """A key given twice with different values (JSON parsers keep one, silently)."""
+    name = rng.choice(sorted(event))
+    other = rng.choice([None, 0, "dup", [], {}, 7])
+    return raw[:-1] + b',"' + name.encode() + b'":' + _dump(other) + b"}", None
+
+
+def big_number(rng: Random, event: Json, raw: bytes, _: FuzzSessions) -> tuple[bytes, Expected]:
+    """An integer field beyond 64 bits, or a float that overflows to infinity."""
+    name = rng.choice(["seq", "turn"])
+    literal = rng.choice([b"18446744073709551616", b"-9223372036854775809", b"1e400", b"-1e400"])
+    body = _dump({k: v for k, v in event.items() if k != name})
+    return body[:-1] + b',"' + name.encode() + b'":' + literal + b"}", frozenset({R.INVALID_FIELD})
+
+
 MUTATIONS: dict[str, tuple[Mutation, int]] = {
     # name: (mutation, weight); the expensive ones are rare
     "truncated": (truncated, 12),
@@ -284,6 +329,10 @@ MUTATIONS: dict[str, tuple[Mutation, int]] = {
     "empty_value": (empty_value, 6),
     "random_bytes": (random_bytes, 4),
     "bit_flips": (bit_flips, 10),
+    "nested_wrong": (nested_wrong, 8),
+    "lone_surrogate": (lone_surrogate, 4),
+    "duplicate_keys": (duplicate_keys, 4),
+    "big_number": (big_number, 4),
 }
 
 

@@ -355,33 +355,29 @@ class Session:
     ) -> Decision:
         request_id = getattr(event, "request_id", "")
         inbox = self.inbox
-        inbox.awaited.add(request_id)
         wait = timeout if timeout is not None else self.client.timeout
         loop_time = _Deadline(wait)
         try:
-            try:
-                await asyncio.wait_for(link.send(event, wait=True), loop_time.left())
-            except (SpanguardUnavailable, TimeoutError) as exc:
-                self.send_errors += 1
-                note = f"request not acknowledged by the broker: {exc or 'timeout'}"
-                return Decision.safe_default(request_id, wanted, f"{note}; nothing evicted")
-            if not await inbox.wait(lambda: request_id in inbox.decisions, loop_time.left()):
-                inbox.given_up.add(request_id)
-                return Decision.safe_default(
-                    request_id,
-                    wanted,
-                    f"no decision within {wait:g} s: nothing evicted (safe default)",
-                )
-            decided = inbox.decisions[request_id]
-            listed = {*decided.pins, *decided.faults}
-            if decided.recompute_id:
-                listed.add(decided.recompute_id)
-            # The decision's own outputs were acknowledged before it, but on other
-            # topics: they may reach this consumer a moment later.
-            await inbox.wait(lambda: listed <= inbox.by_id.keys(), loop_time.left())
-            return Decision.from_outputs(wanted, decided, inbox.outputs)
-        finally:
-            inbox.awaited.discard(request_id)
+            await asyncio.wait_for(link.send(event, wait=True), loop_time.left())
+        except (SpanguardUnavailable, TimeoutError) as exc:
+            self.send_errors += 1
+            note = f"request not acknowledged by the broker: {exc or 'timeout'}"
+            return Decision.safe_default(request_id, wanted, f"{note}; nothing evicted")
+        if not await inbox.wait(lambda: request_id in inbox.decisions, loop_time.left()):
+            inbox.give_up(request_id)
+            return Decision.safe_default(
+                request_id,
+                wanted,
+                f"no decision within {wait:g} s: nothing evicted (safe default)",
+            )
+        decided = inbox.decisions[request_id]
+        listed = {*decided.pins, *decided.faults}
+        if decided.recompute_id:
+            listed.add(decided.recompute_id)
+        # The decision's own outputs were acknowledged before it, but on other
+        # topics: they may reach this consumer a moment later.
+        await inbox.wait(lambda: listed <= inbox.by_id.keys(), loop_time.left())
+        return Decision.from_outputs(wanted, decided, inbox.outputs)
 
     def _compare(self, decision: Decision, local: list[OutputEvent]) -> None:
         if decision.timed_out:

@@ -25,8 +25,6 @@ class Inbox:
     by_id: dict[str, OutputEvent] = field(default_factory=dict)
     decisions: dict[str, EvictionDecided] = field(default_factory=dict)
     """request id -> decision."""
-    awaited: set[str] = field(default_factory=set)
-    """Request ids a caller is still waiting for."""
     late: list[EvictionDecided] = field(default_factory=list)
     """Decisions that arrived after their caller gave up (timed out)."""
     given_up: set[str] = field(default_factory=set)
@@ -49,6 +47,13 @@ class Inbox:
             if output.request_id in self.given_up:
                 self.late.append(output)
         self._wake()
+
+    def give_up(self, request_id: str) -> None:
+        """The caller stopped waiting: a decision for it that comes later goes to ``late``."""
+        self.given_up.add(request_id)
+        decided = self.decisions.get(request_id)
+        if decided is not None and decided not in self.late:
+            self.late.append(decided)  # it came between the timeout and this call
 
     def faults(self) -> list[IntegrityFault]:
         """Every fault of this session received so far."""

@@ -114,13 +114,17 @@ async def test_score_basis_freezes_after_a_modification_and_asks_for_recompute()
 
 
 async def test_gate_vetoes_a_ballooning_summary() -> None:
-    session = SpanguardClient.offline().session("s1")
+    client = SpanguardClient.offline()
+    session = client.session("s1")
     before = [Message("a", "short one"), Message("b", "short two"), Message("c", "last")]
     after = [Message("sum", "a very long summary " * 50), before[2]]
     outcome = await gate_compaction(session, before, after)
     assert not outcome.applied and outcome.vetoed_by == (FaultKind.SUMMARY_BALLOONING,)
     assert [m.id for m in outcome.messages] == ["a", "b", "c"]
     assert session.live == ["a", "b", "c"]  # nothing was sent beyond the spans
+    assert client.engine is not None
+    state = client.engine.session("default", "s1")
+    assert state is not None and sorted(state.spans) == ["a", "b", "c"]  # the check left no trace
 
 
 async def test_poisoned_spans_dropped_by_a_decision_leave_the_compacted_context() -> None:

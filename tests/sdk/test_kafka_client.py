@@ -197,6 +197,22 @@ async def test_no_decision_in_time_is_the_safe_default_and_a_late_one_is_kept(
         assert session.inbox.late[0].request_id == decision.request_id
 
 
+async def test_a_send_that_fails_mid_session_is_the_safe_default(
+    responder: Responder, kafka_bootstrap: str
+) -> None:
+    async with SpanguardClient.kafka(kafka_bootstrap, responder.prefix) as client:
+        session = client.session("cut")
+        await session.observe(_conversation("cut"))
+        assert client.link is not None and client.link._producer is not None
+        await client.link._producer.stop()  # the connection to the broker is gone
+        await session.observe([Message("cut-4", "one more")])  # does not raise
+        decision = await session.request_eviction(["cut-2"], basis="recency", timeout=5)
+    assert decision.timed_out and decision.evict == ()
+    assert "not acknowledged" in decision.note
+    assert session.send_errors >= 2
+    assert "cut-2" in session.live
+
+
 async def test_broker_down_is_a_clear_error_at_connect() -> None:
     client = SpanguardClient.kafka("127.0.0.1:9", "nobody", connect_timeout=2)
     with pytest.raises(SpanguardUnavailable, match="cannot reach Kafka"):

@@ -209,7 +209,10 @@ class KafkaLink:
             for records in batch.values():
                 for record in records:
                     self.records_read += 1
-                    self._route(record.value or b"")
+                    try:
+                        self._route(record.value or b"")
+                    except Exception:  # one bad delivery must not stop every session's
+                        log.exception("spanguard output consumer: routing failed")
 
     def _route(self, raw: bytes) -> None:
         try:

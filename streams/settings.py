@@ -35,7 +35,9 @@ class Settings(BaseSettings):
     topic_prefix: str = Field("spanguard", description="prefix of every topic name")
     partitions: int = Field(4, ge=1, description="partitions of topics spanguard creates")
     replication: int = Field(1, ge=1, description="replication factor of created topics")
-    store: str = Field("rocksdb://", description="table store: rocksdb:// or memory://")
+    store: str = Field(
+        "rocksdb://", description="store of fleet monitoring's tables: rocksdb:// or memory://"
+    )
     processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="exactly_once uses Kafka transactions"
     )
@@ -51,13 +53,30 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(500, ge=1, description="input records processed per batch at most")
     batch_within: float = Field(
-        0.01, gt=0, description="seconds to wait for a batch to fill (adds to latency)"
+        0.005, gt=0, description="seconds to wait for input when none is waiting"
+    )
+    commit_interval: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "seconds between checkpoints of a partition (changelog + offsets in one "
+            "transaction); default 1.0 at-least-once, 0.1 exactly-once (there it is "
+            "also the outputs' added latency)"
+        ),
+    )
+    commit_every: int = Field(
+        20_000, ge=1, description="input records after which a partition is checkpointed"
+    )
+    io_timeout: float = Field(
+        30.0, gt=0, description="longest wait for the broker before a step is retried"
     )
     fleet: FleetSettings = Field(
         default_factory=FleetSettings,
         description="fleet monitoring: windows, alert rules, webhook (docs/monitoring.md)",
     )
-    standby_replicas: int = Field(1, ge=0, description="standby table replicas per partition")
+    standby_replicas: int = Field(
+        0, ge=0, description="standby replicas of fleet monitoring's tables"
+    )
     broker_credentials: dict[str, str] | None = Field(
         None,
         description="SASL/SSL settings passed to Faust: mechanism, username, password, cafile",

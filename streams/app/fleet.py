@@ -17,7 +17,7 @@ What it adds to the app:
 * timer ``fleet-tick``: flushes this worker's activity counts (active
   sessions, rewrite cycles), sends ticks that close idle tenants' windows,
   refreshes the lag and active-alert gauges;
-* the processor's hooks (``processor.observer``: metrics, timelines, activity), and
+* the runtime's fleet hook (per-record metrics, timelines, activity), and
   the web views of :mod:`streams.app.web` when the web server is enabled.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -80,13 +80,13 @@ class Fleet:
 
     def session(self, tenant: str, session_id: str) -> dict[str, Any] | None:
         """The inspector's view of a session this worker processes, or None."""
-        engine = self.topology.processor.engine
+        engines = self.topology.runtime.engines()
         return session_view(
             tenant,
             session_id,
-            engine.session(tenant, session_id),
+            self.topology.runtime.session(tenant, session_id),
             self.recent.get(tenant, session_id),
-            closed=(tenant, session_id) in engine.stats.closed_sessions,
+            closed=any((tenant, session_id) in e.stats.closed_sessions for e in engines),
         )
 
     def local_view(self, windows: int = 1) -> dict[str, Any]:
@@ -94,13 +94,9 @@ class Fleet:
         return local_view(self.evaluator, windows)
 
     def ready(self) -> bool:
-        """True once the worker is past table recovery and not rebalancing."""
-        app: Any = self.topology.app
-        try:
-            recovered = bool(app.tables.recovery.completed.is_set())
-        except AttributeError:
-            return False
-        return recovered and not app.rebalancing and not getattr(app, "in_recovery", False)
+        """True while the data path makes progress (see :meth:`Runtime.health`)."""
+        ready, _ = self.topology.runtime.health()
+        return ready
 
     # -- used by the agents ---------------------------------------------
 
@@ -189,22 +185,33 @@ class Fleet:
 
         return owned
 
-    def consumer_lag(self) -> dict[int, int]:
-        """Records behind the log end, per assigned partition of ``<prefix>.events``."""
-        consumer: Any = self.topology.app.consumer
-        name = self.topology.events.get_topic_name()
+    async def consumer_lag(self) -> dict[int, int]:
+        """Records behind the broker's log end, per owned partition of ``<prefix>.events``."""
+        runtime = self.topology.runtime
         lag: dict[int, int] = {}
-        with contextlib.suppress(AttributeError, KeyError, TypeError):
-            read = consumer._read_offset  # Faust keeps no public "position"
-            for tp in consumer.assignment():
-                if tp.topic != name:
-                    continue
-                highwater = consumer.highwater(tp)
-                offset = read.get(tp)
-                if highwater is None:
-                    continue
-                lag[tp.partition] = max(0, highwater - (offset + 1 if offset is not None else 0))
+        with contextlib.suppress(Exception):  # no answer from the broker: no figure
+            for partition, position in runtime.positions().items():
+                lag[partition] = await runtime.transport.lag({partition: position})
         return lag
+
+
+class ObserverHook:
+    """The runtime's fleet hook over the per-record observer (no partials: fleet
+    counts still come from the output topics through ``fleet-collect``)."""
+
+    def __init__(self, observer: RecordObserver) -> None:
+        self.observer = observer
+
+    def observe(self, partition: int, value: bytes | None, outputs: Sequence[Any]) -> None:
+        """See :class:`~streams.runtime.ports.FleetHook`."""
+        self.observer.record(value, outputs)
+
+    def partials(self, partition: int) -> list[tuple[bytes, bytes]]:
+        """See :class:`~streams.runtime.ports.FleetHook`."""
+        return []
+
+    def discard(self, partition: int) -> None:
+        """See :class:`~streams.runtime.ports.FleetHook`."""
 
 
 def _window_key(key: Any) -> tuple[str, float] | None:
@@ -229,12 +236,11 @@ def install_fleet(
     fleet_rules = rules if rules is not None else load_rules(fleet_settings.rules_file)
     app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
     conf = topology.settings
-    engine = topology.processor.engine
-    figures = engine_figures(engine)
+    figures = engine_figures(topology.runtime.engines)
     metrics = FleetMetrics(fleet_settings.max_tenant_labels, figures)
     activity = ActivityTracker(fleet_settings.window_seconds, fleet_settings.alert_sample_sessions)
     recent = RecentRecords(fleet_settings.ring_size, fleet_settings.ring_sessions)
-    observer = RecordObserver(metrics, activity, recent, engine_cycles(engine))
+    observer = RecordObserver(metrics, activity, recent, engine_cycles(topology.runtime.engines))
     evaluator = FleetEvaluator(fleet_settings, fleet_rules)
 
     raw: dict[str, Any] = {
@@ -285,14 +291,8 @@ def install_fleet(
         webhook=webhook,
     )
 
-    processor = topology.processor
-    if hasattr(processor, "observer"):
-        processor.observer = observer
-    else:
-        log.warning(
-            "fleet: the processor has no 'observer' hook; per-record metrics, "
-            "session timelines and active-session counts stay empty"
-        )
+    topology.runtime.set_fleet_hook(ObserverHook(observer))  # FLEET HOOK
+    topology.runtime.on_batch = observer.batch
 
     async def send(obs: Observation) -> None:
         await fleet_topic.send(key=obs.tenant.encode("utf-8"), value=obs.to_bytes())
@@ -327,7 +327,7 @@ def install_fleet(
         for tenant in sorted({*evaluator.ticks_due(now), *fleet.pending_tenants()}):
             await send(Observation(kind="tick", tenant=tenant, ts=now))
         metrics.set_active_alerts((a.rule, a.severity.value) for _, a in evaluator.active_alerts())
-        metrics.set_consumer_lag(fleet.consumer_lag())
+        metrics.set_consumer_lag(await fleet.consumer_lag())
 
     # Registered by call rather than as decorators: Faust's decorators are untyped.
     alert_table.on_recover(restore)

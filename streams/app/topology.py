@@ -1,30 +1,43 @@
-"""Build the Faust application: a plain factory that the worker and the tests call.
+"""Build the worker: a Faust application that hosts the aiokafka data path.
 
-``build_topology(settings)`` returns the app, its topics, the state table and
-the processor; nothing happens at import time and nothing is module-global.
+``build_topology(settings)`` is a plain factory that the worker command and the
+tests call; nothing happens at import time and nothing is module-global.
+
+Faust serves what it is good at: supervision and signals, the web server,
+timers and fleet monitoring's low-volume agents. The data path (input batches,
+engine, outputs, changelog, offsets) is :class:`~streams.runtime.runtime.Runtime`
+on aiokafka, started as a dependency of the app: Faust's per-message produce
+path and Table cost ~25x a raw aiokafka passthrough (BENCHMARKS.md), and its
+changelog could not give the state guarantees of docs/operations.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
-import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import faust
-from faust.streams import _current_event
+from mode import Service
 
+from schemas import TOPIC_OF
 from streams.app.fleet import Fleet, install_fleet
-from streams.app.output import Journal, OutputProducer, file_journal
-from streams.app.processor import InputRecord, Processor
-from streams.client.kafka_io import OUTPUT_SUFFIXES
-from streams.engine.engine import Engine
-from streams.engine.persist import Record
+from streams.app.output import Journal, file_journal, journal_hook
+from streams.client.kafka_io import bootstrap_servers
+from streams.runtime.config import RuntimeConfig, changelog_topic
+from streams.runtime.kafka_transport import KafkaTransport
+from streams.runtime.runtime import Runtime
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 60.0
+"""Seconds a starting worker waits for its first assignment before it says ready."""
+STOP_TIMEOUT = 8.0
+"""Seconds a stopping worker gives its last checkpoint before it closes anyway
+(SIGTERM must end a worker within 10 s)."""
 
 
 @dataclass
@@ -33,12 +46,19 @@ class Topology:
 
     settings: Settings
     app: faust.App
+    runtime: Runtime
+    transport: KafkaTransport
     events: Any
+    """The Faust topic object of ``<prefix>.events`` (web routes by its key)."""
     outputs: dict[str, Any]
-    table: Any
-    processor: Processor
-    restored_sessions: list[int] = field(default_factory=list)
+    """Faust topic objects of the output topics (fleet monitoring sends alerts)."""
     fleet: Fleet | None = None
+
+
+def control_app_id(app_id: str) -> str:
+    """The Faust app's id (its consumer group, for fleet monitoring's agents): the
+    data path's group is ``app_id`` itself, with a different assignor."""
+    return f"{app_id}-control"
 
 
 def faust_config(settings: Settings) -> dict[str, Any]:
@@ -46,7 +66,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     config: dict[str, Any] = {
         "broker": settings.broker,
         "store": settings.store,
-        "processing_guarantee": settings.processing_guarantee,
+        "processing_guarantee": "at_least_once",
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication,
         "datadir": str(settings.data_dir),
@@ -67,6 +87,24 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     return config
 
 
+def runtime_config(settings: Settings) -> RuntimeConfig:
+    """The data path's configuration derived from ours."""
+    exactly_once = settings.processing_guarantee == "exactly_once"
+    interval = settings.commit_interval or (0.1 if exactly_once else 1.0)
+    return RuntimeConfig(
+        input_topic=settings.topic("events"),
+        output_topics={s: settings.topic(s) for s in dict.fromkeys(TOPIC_OF.values())},
+        changelog_topic=changelog_topic(settings.app_id),
+        fleet_topic=settings.topic("fleet") if settings.fleet.enabled else None,
+        exactly_once=exactly_once,
+        batch_size=settings.batch_size,
+        poll_timeout=settings.batch_within,
+        commit_interval=interval,
+        commit_every=settings.commit_every,
+        io_timeout=settings.io_timeout,
+    )
+
+
 def _credentials(raw: dict[str, str]) -> Any:
     mechanism = raw.get("mechanism", "PLAIN").upper()
     ssl_context = ssl.create_default_context(cafile=raw["cafile"]) if raw.get("cafile") else None
@@ -80,10 +118,41 @@ def _credentials(raw: dict[str, str]) -> Any:
     return faust.SSLCredentials(ssl_context)
 
 
+class DataPath(Service):
+    """Runs the runtime inside the Faust app: joins the group when the app starts,
+    checkpoints and leaves it when the app stops."""
+
+    def __init__(self, runtime: Runtime, transport: KafkaTransport, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.runtime = runtime
+        self.transport = transport
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def on_start(self) -> None:
+        await self.transport.start(self.runtime.assign, self.runtime.revoke)
+        self._task = asyncio.ensure_future(self.runtime.run(self._stopping))
+        # "Ready" (logged by Faust once this returns) means partitions assigned and
+        # restored, so that a started worker really takes part in the group.
+        try:
+            await asyncio.wait_for(self.runtime.assigned.wait(), READY_TIMEOUT)
+        except TimeoutError:
+            log.warning("spanguard: no partitions assigned after %.0fs", READY_TIMEOUT)
+
+    async def on_stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT)
+            except Exception as exc:  # past the deadline: the next owner redoes the rest
+                log.warning("spanguard: data path did not stop cleanly: %r", exc)
+                self._task.cancel()
+        await self.transport.stop()
+
+
 def build_topology(settings: Settings, journal: Journal | None = None) -> Topology:
-    """Create the app, declare the contract's topics and the state table, and
-    wire the single agent over ``<prefix>.events``."""
-    app = faust.App(settings.app_id, **faust_config(settings))
+    """Create the app and the data path; add fleet monitoring when enabled."""
+    app = faust.App(control_app_id(settings.app_id), **faust_config(settings))
 
     def topic(suffix: str) -> Any:
         return app.topic(
@@ -95,75 +164,29 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
             partitions=settings.partitions,
         )
 
-    events = topic("events")
-    outputs = {suffix: topic(suffix) for suffix in OUTPUT_SUFFIXES}
-    table = app.Table(
-        "state",
-        key_type=bytes,  # bytes -> Faust's "raw" codec for the changelog
-        value_type=bytes,
+    config = runtime_config(settings)
+    transport = KafkaTransport(
+        bootstrap_servers(settings.broker),
+        config,
+        group_id=settings.app_id,
         partitions=settings.partitions,
-        help="spanguard session state: one record per header, span, gone span, dedup slot",
+        replication=settings.replication,
+        session_timeout=settings.session_timeout,
     )
+    runtime = Runtime(config, transport, settings.engine_settings())
     if journal is None and settings.ack_journal is not None:
         journal = file_journal(settings.ack_journal)
-    engine = Engine(settings.engine_settings(), track_changes=True)
-    exactly_once = settings.processing_guarantee == "exactly_once"
-
-    async def send(suffix: str, key: bytes | None, value: bytes, source_partition: int) -> Any:
-        if not exactly_once:
-            return await outputs[suffix].send(key=key, value=value)
-        # Faust only routes a send into a transaction when the target topic is one
-        # it consumes; outputs go into the transaction of the input partition that
-        # caused them, so they commit (or abort) with its offset and changelog.
-        group = app.assignor.group_for_topic(events.get_topic_name())
-        transactional_id = f"{app.conf.id}-{group}-{source_partition}"
-        return await app.producer.send(
-            settings.topic(suffix),
-            key,
-            value,
-            None,
-            None,
-            None,
-            transactional_id=transactional_id,
-        )
-
-    async def flush() -> None:
-        await app.producer.flush()
-
-    def persist(record: InputRecord, changes: Sequence[Record]) -> None:
-        # Faust picks a table write's changelog partition (and RocksDB column)
-        # from the "current event"; batches are written after their outputs are
-        # acknowledged, so each record's writes are made in its own event's name.
-        token = _current_event.set(weakref.ref(record.event))
-        try:
-            for key, value in changes:
-                if value is not None:
-                    table[key] = value
-                elif key in table:
-                    del table[key]
-        finally:
-            _current_event.reset(token)
-
-    processor = Processor(engine, OutputProducer(send, journal), persist, flush)
-    topology = Topology(settings, app, events, outputs, table, processor)
-
-    @table.on_recover
-    async def rebuild() -> None:
-        count = processor.rebuild(table.items())
-        topology.restored_sessions.append(count)
-        log.info("spanguard: %d session(s) restored from the changelog", count)
-
-    @app.agent(events, name="guard")
-    async def guard(stream: Any) -> None:
-        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within):
-            await processor.handle(
-                [
-                    InputRecord(m.topic, m.partition, m.offset, m.timestamp, event.value, event)
-                    for event in batch
-                    for m in (event.message,)
-                ]
-            )
-
+    if journal is not None:
+        runtime.on_ack = journal_hook(journal)
+    app.add_dependency(DataPath(runtime, transport, loop=app.loop, beacon=app.beacon))
+    topology = Topology(
+        settings,
+        app,
+        runtime,
+        transport,
+        events=topic("events"),
+        outputs={s: topic(s) for s in config.output_topics},
+    )
     if settings.fleet.enabled:
         topology.fleet = install_fleet(topology)
     return topology

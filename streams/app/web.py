@@ -96,23 +96,25 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
             parts, unreachable = await _gather_parts(fleet, request, windows)
             return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
 
-    async def session_local(view: Any, request: Any, tenant: str, session_id: str) -> Any:
+    async def session_view(view: Any, request: Any, tenant: str, session_id: str) -> Any:
         found = fleet.session(tenant, session_id)
-        if found is None:
-            return view.json(
-                {"error": "not_found", "tenant": tenant, "session_id": session_id}, status=404
-            )
-        return view.json(found, headers=_no_store())
-
-    # The session's state lives on the worker that owns its partition of
-    # <prefix>.events (keyed by session id); Faust forwards the request there.
-    session_here = app.topic_route(topic=topology.events, match_info="session_id")(session_local)
+        if found is not None:
+            return view.json(found, headers=_no_store())
+        if request.query.get("local") is None:
+            # The session lives on the worker that owns its input partition; ask the
+            # others (they answer from their own state only).
+            found = await _ask_peers(fleet, request, f"/sessions/{tenant}/{session_id}")
+            if found is not None:
+                return view.json(found, headers=_no_store())
+        return view.json(
+            {"error": "not_found", "tenant": tenant, "session_id": session_id}, status=404
+        )
 
     class Session(faust.web.View):
         async def get(self, request: Any, tenant: str, session_id: str) -> Any:
             if (refusal := denied(self, request)) is not None:
                 return refusal
-            return await session_here(self, request, tenant=tenant, session_id=session_id)
+            return await session_view(self, request, tenant, session_id)
 
     class Healthz(faust.web.View):
         async def get(self, request: Any) -> Any:
@@ -190,6 +192,27 @@ async def _gather_parts(
     peers = await asyncio.gather(*(fetch(url) for url in peer_urls(fleet)))
     parts = [fleet.local_view(windows), *(p for p in peers if p is not None)]
     return parts, sum(1 for p in peers if p is None)
+
+
+async def _ask_peers(fleet: Fleet, request: Any, path: str) -> dict[str, Any] | None:
+    """The first peer's answer to ``path?local=1`` (None when no peer has it)."""
+    app = fleet.topology.app
+    headers = {}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
+    for url in peer_urls(fleet):
+        try:
+            async with app.http_client.get(
+                url.with_path(path).with_query(local=1), headers=headers, timeout=timeout
+            ) as response:
+                if response.status == 200:
+                    data = await response.json()
+                    if isinstance(data, dict):
+                        return data
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.warning("session inspector: worker %s did not answer: %s", url, exc)
+    return None
 
 
 def _ident(url: URL) -> tuple[str, int]:

@@ -13,7 +13,7 @@ decoded model, about 9 us per record in all. It never raises into the processor.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -117,28 +117,29 @@ def _first_output_ts(outputs: Sequence[OutputEvent]) -> float | None:
     return None
 
 
-def engine_cycles(engine: Engine) -> Callable[[], tuple[int, int]]:
-    """Reads an engine's (closed, healthy) rewrite-cycle counters."""
-    stats = engine.stats
+def engine_cycles(engines: Callable[[], Iterable[Engine]]) -> Callable[[], tuple[int, int]]:
+    """Reads the (closed, healthy) rewrite-cycle counters of the worker's engines."""
 
     def read() -> tuple[int, int]:
-        return stats.cycles_closed, stats.cycles_healthy
+        stats = [e.stats for e in engines()]
+        return sum(s.cycles_closed for s in stats), sum(s.cycles_healthy for s in stats)
 
     return read
 
 
-def engine_figures(engine: Engine) -> Callable[[], EngineFigures]:
-    """Reads an :class:`~streams.engine.engine.Engine`'s counters (for metrics and cycles)."""
+def engine_figures(engines: Callable[[], Iterable[Engine]]) -> Callable[[], EngineFigures]:
+    """Reads the counters of the worker's engines (one per owned partition), summed."""
 
     def read() -> EngineFigures:
-        stats = engine.stats
+        owned = list(engines())
+        stats = [e.stats for e in owned]
         return EngineFigures(
-            duplicates=stats.duplicates,
-            rejected=stats.rejected,
-            cycles_closed=stats.cycles_closed,
-            cycles_healthy=stats.cycles_healthy,
-            live_sessions=len(engine.sessions),
-            sessions_closed=stats.sessions_closed,
+            duplicates=sum(s.duplicates for s in stats),
+            rejected=sum(s.rejected for s in stats),
+            cycles_closed=sum(s.cycles_closed for s in stats),
+            cycles_healthy=sum(s.cycles_healthy for s in stats),
+            live_sessions=sum(len(e.sessions) for e in owned),
+            sessions_closed=sum(s.sessions_closed for s in stats),
         )
 
     return read

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def changelog_topic(app_id: str) -> str:
+    """The state changelog of the workers of ``app_id`` (compacted, one partition
+    per input partition)."""
+    return f"{app_id}.changelog"
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
     """Topic names, the guarantee and the checkpoint cadence.

@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
 from streams.codec import encode_output
@@ -87,7 +87,15 @@ class Runtime:
         self.stopped: dict[int, str] = {}
         """Partitions stopped after repeated failures, with the reason."""
         self.stats = RuntimeStats()
+        self.on_ack: Callable[[OutputEvent, Any, int], None] | None = None
+        """Called with each output, its broker acknowledgement and when it was sent
+        (the ordering journal of the integration tests)."""
+        self.on_batch: Callable[[int, float], None] | None = None
+        """Called after each batch with its record count and the seconds from poll
+        to every output acknowledged (processing-time metrics)."""
         self.generation = 0
+        self.assigned = asyncio.Event()
+        """Set once the first assignment is restored (the worker is then ready)."""
         self._kept: dict[int, PartitionState] = {}
         self._lock = asyncio.Lock()
         self._clock = clock
@@ -152,6 +160,7 @@ class Runtime:
                 if kept is not None:
                     await self._release(kept)
                 await self._open_until_ready(p)
+            self.assigned.set()
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         """Give up the given partitions: checkpoint them so the next owner starts
@@ -253,6 +262,7 @@ class Runtime:
         """Poll once, process what came, checkpoint what is due; returns records applied."""
         generation = self.generation
         batch = await self.transport.poll(self.config.batch_size, self.config.poll_timeout)
+        started = time.perf_counter()
         async with self._lock:
             if generation != self.generation:
                 # Fetched before a rebalance: positions may have moved under it.
@@ -260,6 +270,8 @@ class Runtime:
                     self.transport.seek(p, state.next_offset)
                 return 0
             applied = await self._process(batch)
+            if applied and self.on_batch is not None:
+                self.on_batch(applied, time.perf_counter() - started)
             now = self._clock()
             due = [
                 s
@@ -311,7 +323,7 @@ class Runtime:
         Returns the partitions whose outputs could not all be written."""
         failed: dict[int, BaseException] = {}
         for decisions in (False, True):
-            sent: list[tuple[int, Ack]] = []
+            sent: list[tuple[int, OutputEvent, int, Ack]] = []
             for state, outputs in produced:
                 if state.partition in failed:
                     continue
@@ -319,6 +331,7 @@ class Runtime:
                     if isinstance(event, EvictionDecided) is not decisions:
                         continue
                     record = self._record(event)
+                    sent_ns = time.monotonic_ns()
                     try:
                         if self.config.exactly_once:
                             ack = await state.writer.send(record)
@@ -327,13 +340,15 @@ class Runtime:
                     except Exception as exc:
                         failed[state.partition] = exc
                         break
-                    sent.append((state.partition, ack))
+                    sent.append((state.partition, event, sent_ns, ack))
             results = await asyncio.gather(
-                *(self._io(ack) for _, ack in sent), return_exceptions=True
+                *(self._io(ack) for *_, ack in sent), return_exceptions=True
             )
-            for (p, _), result in zip(sent, results, strict=True):
+            for (p, event, sent_ns, _), result in zip(sent, results, strict=True):
                 if isinstance(result, BaseException):
                     failed.setdefault(p, result)
+                elif self.on_ack is not None:
+                    self.on_ack(event, result, sent_ns)
             self.stats.outputs += len(sent)
         if failed:
             self.stats.send_failures += len(failed)

@@ -96,7 +96,8 @@ def read_alerts(
                 elif len(found) >= want and time.monotonic() - last_new >= idle:
                     return found
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"{len(found)} of {want} alerts after {timeout}s")
+                    seen = sorted((a["rule"], a["tenant"], a["status"]) for a in found)
+                    raise AssertionError(f"{len(found)} of {want} alerts after {timeout}s: {seen}")
 
     return asyncio.run(read())
 

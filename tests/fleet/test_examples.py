@@ -22,7 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def exposed_metrics() -> set[str]:
-    metrics = FleetMetrics(5, engine_figures(Engine()))
+    metrics = FleetMetrics(5, engine_figures(lambda: [Engine()]))
     metrics.consumer_lag.labels("0").set(0)
     metrics.active_alerts.labels("r", "warning").set(0)
     metrics.dead_letters.labels("INVALID_JSON").inc(0)

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.app.topology import control_app_id
 from streams.client.kafka_io import produce_lines
 from streams.kafka.broker import free_ports
 from streams.sim.scenarios import demo_fleet
@@ -84,7 +85,9 @@ def test_alert_state_is_restored_after_a_crash(kafka_bootstrap: str, tmp_path: P
         assert sorted((a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in before) == (
             sorted(firing_at_once)
         )
-        wait_caught_up(kafka_bootstrap, f"{prefix}-app", [f"{prefix}.{s}" for s in CONSUMED])
+        wait_caught_up(
+            kafka_bootstrap, control_app_id(f"{prefix}-app"), [f"{prefix}.{s}" for s in CONSUMED]
+        )
         first.kill()
 
         # A new worker with an empty data directory: everything comes from the changelogs.

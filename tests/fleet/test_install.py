@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.app.fleet import install_fleet
+from streams.app.fleet import ObserverHook, install_fleet
 from streams.app.topology import build_topology
 from streams.fleet.config import FleetSettings
 from streams.fleet.rules import RuleError
@@ -32,7 +32,8 @@ def test_install_adds_agents_tables_topic_and_routes(tmp_path: Path) -> None:
     routes = {r.resource.canonical for r in app.web.web_app.router.routes() if r.resource}
     assert {"/", "/metrics", "/fleet", "/fleet/local", "/healthz", "/readyz"} <= routes
     assert "/sessions/{tenant}/{session_id}" in routes
-    assert topo.processor.observer is fleet.observer
+    hook = topo.runtime.fleet
+    assert isinstance(hook, ObserverHook) and hook.observer is fleet.observer
     assert fleet.session("acme", "nobody") is None
     assert fleet.local_view()["tenants"] == []
 

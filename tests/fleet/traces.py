@@ -52,11 +52,11 @@ class Run:
 def run(lines: Iterable[bytes], window_seconds: float = 60.0, max_tenants: int = 50) -> Run:
     """Process ``lines`` in order, calling the observer as the processor does."""
     engine = Engine()
-    figures = engine_figures(engine)
+    figures = engine_figures(lambda: [engine])
     metrics = FleetMetrics(max_tenants, figures)
     activity = ActivityTracker(window_seconds)
     recent = RecentRecords(64, 1000)
-    observer = RecordObserver(metrics, activity, recent, engine_cycles(engine))
+    observer = RecordObserver(metrics, activity, recent, engine_cycles(lambda: [engine]))
     result = Run(engine, metrics, activity, recent)
     for offset, line in enumerate(lines):
         outputs = engine.process_raw(line, Source("events", 0, offset))

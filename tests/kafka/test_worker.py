@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 import orjson
-import pytest
 
 from streams.codec import encode_output
 from streams.engine.engine import Engine, Source
@@ -92,7 +91,9 @@ def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipelin
     # Dead letters: each bad record with its reason and raw bytes; valid neighbours processed.
     rejected = [orjson.loads(r) for r in got if orjson.loads(r)["type"] == "event.rejected"]
     raws = {base64.b64decode(r["raw"]): r for r in rejected}
-    assert set(raws) == set(GARBAGE)
+    replayed = [orjson.loads(r) for r in expected if orjson.loads(r)["type"] == "event.rejected"]
+    assert set(raws) == {base64.b64decode(r["raw"]) for r in replayed}
+    assert set(GARBAGE) <= set(raws)
     assert raws[GARBAGE[0]]["reason"] == "INVALID_JSON"
     assert raws[GARBAGE[2]]["reason"] == "INVALID_FIELD"
     assert raws[GARBAGE[3]]["reason"] == "UNKNOWN_TYPE"
@@ -130,10 +131,8 @@ def test_restarted_worker_recovers_state_from_changelog(pipeline: Pipeline) -> N
     first.wait_ready()
     pipeline.produce(lines[:half])
     pipeline.read_until(has_ids(set(identities(expected_first))))
-    # At-least-once: state survives a crash at any point except in the middle of a
-    # batch's changelog flush (docs/operations.md); exactly-once is also atomic there
-    # (tests/kafka/test_guarantees.py kills mid-stream). Kill once all is committed.
-    pipeline.wait_committed()
+    # Killed as soon as the outputs are out, whatever was checkpointed: the next
+    # worker restores the last checkpoint and redoes the rest (same ids).
     first.kill()  # no clean shutdown: the changelog is all the next worker gets
 
     second = pipeline.start_worker("second")
@@ -143,7 +142,7 @@ def test_restarted_worker_recovers_state_from_changelog(pipeline: Pipeline) -> N
     assert set(identities(got)) == set(identities(expected))
     decisions = [r for r in expected if b'"eviction.decided"' in r]
     assert {identity(d) for d in decisions} <= set(identities(got)), "no decision lost"
-    assert "session(s) restored from the changelog" in second.log_text()
+    assert "restored" in second.log_text()
 
 
 def test_two_workers_share_partitions_and_survive_a_kill(pipeline: Pipeline) -> None:
@@ -158,19 +157,7 @@ def test_two_workers_share_partitions_and_survive_a_kill(pipeline: Pipeline) -> 
     pipeline.read_until(has_ids(set(identities(replay_outputs(lines[:half])))))
     journals = [w.journal.read_bytes() if w.journal and w.journal.exists() else b"" for w in (a, b)]
     assert all(journals), "both workers produced outputs: the partitions were split"
-    pipeline.wait_committed()
-    b.kill()
+    b.kill()  # mid-stream: whatever b had not checkpointed, a redoes
     pipeline.produce(lines[half:])
-    try:
-        got = pipeline.read_until(has_ids(set(identities(expected))), timeout=60)
-    except AssertionError:
-        got = pipeline.read_until(lambda _: True, timeout=30, idle=1)
-    if set(identities(got)) != set(identities(expected)):
-        # Known and documented (docs/operations.md), not hidden: about one run in four
-        # here, faust-streaming 0.15.3 hands the dead member's partitions to the survivor
-        # with batches delivered before "Seek stream partitions to committed offsets";
-        # sessions of those partitions then stall, or produce outputs that a replay does
-        # not (new ids). The single-worker recovery test above is strict.
-        missing = len(set(identities(expected)) - set(identities(got)))
-        extra = len(set(identities(got)) - set(identities(expected)))
-        pytest.xfail(f"survivor after a kill: {missing} outputs missing, {extra} unexpected")
+    got = pipeline.read_until(has_ids(set(identities(expected))), timeout=90)
+    assert set(identities(got)) == set(identities(expected))

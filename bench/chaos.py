@@ -1,0 +1,285 @@
+"""Kill workers on a schedule while a simulated fleet streams in; compare with replay.
+
+    .venv/bin/python -m bench.chaos                          # 2 workers, at-least-once
+    .venv/bin/python -m bench.chaos --workers 1 --guarantee exactly_once --runs 10
+
+Each run: a fresh topic prefix; ``--sessions`` simulated sessions produced in
+``--chunks`` chunks ``--chunk-gap`` seconds apart; every ``--kill-every`` seconds
+one worker (round robin) gets SIGKILL and is restarted ``--restart-after``
+seconds later. Once everything is produced and every worker is back, the output
+topics are read (read committed) until every output replay makes is there or
+``--settle`` seconds pass without news. Printed per run, against
+``spanguard replay`` of the same trace:
+
+* missing: outputs replay makes that never appeared;
+* extra: outputs that replay does not make (diverged state);
+* duplicate: outputs read more than once (must be 0 under exactly-once;
+  at-least-once may repeat an output, with the same id, after a kill);
+* stalled: sessions with a missing output.
+
+Results go to ``bench/results/chaos.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.e2e import Bench
+from schemas import ID_FIELD
+from streams.client.kafka_io import OutputReader, produce_lines
+from streams.codec import encode_output
+from streams.engine.engine import Engine, Source
+from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.runtime.testing import OUTPUT_SUFFIXES
+from streams.sim.simulator import SimConfig, simulate
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class ChaosResult:
+    """One run's counts against replay."""
+
+    workers: int
+    guarantee: str
+    sessions: int
+    events: int
+    expected: int
+    kills: int
+    missing: int
+    extra: int
+    duplicate: int
+    stalled: int
+    seconds: float
+
+    @property
+    def clean(self) -> bool:
+        """No output missing or invented, no session stalled (and, under
+        exactly-once, nothing read twice)."""
+        dupes_ok = self.guarantee != "exactly_once" or self.duplicate == 0
+        return self.missing == self.extra == self.stalled == 0 and dupes_ok
+
+
+@dataclass
+class ChaosPlan:
+    """What one run does."""
+
+    workers: int = 2
+    guarantee: str = "at_least_once"
+    sessions: int = 300
+    seed: int = 11
+    events_per_session: int = 60
+    chunks: int = 10
+    chunk_gap: float = 2.0
+    kill_every: float = 8.0
+    restart_after: float = 2.0
+    settle: float = 30.0
+    timeout: float = 300.0
+
+
+def identity(raw: bytes) -> tuple[str, str]:
+    """(session, output id); dead letters by reason and raw input (their source
+    position differs between replay and Kafka)."""
+    data = orjson.loads(raw)
+    session = str(data.get("session_id") or "")
+    if data["type"] == "event.rejected":
+        return session, f"rejected:{data['reason']}:{data['raw']}"
+    return session, str(data[ID_FIELD[data["type"]]])
+
+
+def replay(lines: list[bytes]) -> Counter[tuple[str, str]]:
+    """Replay's outputs of ``lines``, by identity."""
+    engine = Engine()
+    return Counter(
+        identity(encode_output(o))
+        for i, line in enumerate(lines)
+        for o in engine.process_raw(line, Source("replay", -1, i))
+    )
+
+
+def worker_env(
+    bootstrap: str, prefix: str, home: Path, name: str, guarantee: str
+) -> dict[str, str]:
+    """A chaos worker's settings (fleet monitoring off: replay makes no alerts)."""
+    return {
+        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
+        "SPANGUARD_TOPIC_PREFIX": prefix,
+        "SPANGUARD_APP_ID": f"{prefix}-app",
+        "SPANGUARD_PARTITIONS": "4",
+        "SPANGUARD_DATA_DIR": str(home / f"data-{name}"),
+        "SPANGUARD_WEB_ENABLED": "false",
+        "SPANGUARD_SESSION_TIMEOUT": "3",
+        "SPANGUARD_PROCESSING_GUARANTEE": guarantee,
+        "SPANGUARD_FLEET": '{"enabled": false}',
+    }
+
+
+def run_chaos(bootstrap: str, plan: ChaosPlan, home: Path, prefix: str) -> ChaosResult:
+    """One chaos run on the broker at ``bootstrap`` (topics under ``prefix``)."""
+    from streams.client.topics import ensure_topics
+    from streams.settings import load_settings
+
+    started = time.monotonic()
+    lines = simulate(
+        SimConfig(
+            sessions=plan.sessions, seed=plan.seed, events_per_session=plan.events_per_session
+        )
+    ).lines
+    expected = replay(lines)
+    settings = load_settings(broker=f"kafka://{bootstrap}", topic_prefix=prefix, partitions=4)
+    asyncio.run(ensure_topics(settings))
+
+    def spawn(i: int, generation: int) -> WorkerProcess:
+        name = f"w{i}-{generation}"
+        env = worker_env(bootstrap, prefix, home, f"w{i}", plan.guarantee)
+        return spawn_worker(name, env, home / f"{prefix}-{name}.log")
+
+    workers = [spawn(i, 0) for i in range(plan.workers)]
+    for worker in workers:
+        worker.wait_ready()
+    done = threading.Event()
+    kills = 0
+
+    def killer() -> None:
+        nonlocal kills
+        victim = 0
+        while not done.wait(plan.kill_every):
+            workers[victim].kill()
+            kills += 1
+            if done.wait(plan.restart_after):
+                workers[victim] = spawn(victim, kills)
+                break
+            workers[victim] = spawn(victim, kills)
+            victim = (victim + 1) % plan.workers
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    chunk = max(1, len(lines) // plan.chunks)
+    try:
+        for start in range(0, len(lines), chunk):
+            asyncio.run(produce_lines(bootstrap, f"{prefix}.events", lines[start : start + chunk]))
+            time.sleep(plan.chunk_gap)
+        done.set()
+        thread.join()
+        got = asyncio.run(_read(bootstrap, prefix, set(expected), plan.settle, plan.timeout))
+    finally:
+        done.set()
+        for worker in workers:
+            worker.kill()
+    missing = set(expected) - set(got)
+    return ChaosResult(
+        workers=plan.workers,
+        guarantee=plan.guarantee,
+        sessions=plan.sessions,
+        events=len(lines),
+        expected=len(expected),
+        kills=kills,
+        missing=len(missing),
+        extra=len(set(got) - set(expected)),
+        duplicate=sum(n - 1 for n in got.values() if n > 1),
+        stalled=len({session for session, _ in missing}),
+        seconds=round(time.monotonic() - started, 1),
+    )
+
+
+async def _read(
+    bootstrap: str, prefix: str, wanted: set[tuple[str, str]], settle: float, timeout: float
+) -> Counter[tuple[str, str]]:
+    """Read the outputs until every wanted one is there, or the workers have
+    committed all input and nothing new came for ``settle`` seconds (a stall), or
+    ``timeout``."""
+    topics = [f"{prefix}.{s}" for s in OUTPUT_SUFFIXES]
+    got: Counter[tuple[str, str]] = Counter()
+    deadline = time.monotonic() + timeout
+    async with OutputReader(bootstrap, topics) as reader:
+        last_new = time.monotonic()
+        while time.monotonic() < deadline:
+            records = await reader.poll(timeout_ms=500)
+            if records:
+                last_new = time.monotonic()
+                got.update(identity(r.value) for r in records)
+            # Late duplicates or extras would show up within a few quiet seconds.
+            idle = time.monotonic() - last_new
+            if wanted <= set(got) and idle > 3:
+                break
+            if idle > settle and await _all_committed(bootstrap, prefix):
+                break
+    return got
+
+
+async def _all_committed(bootstrap: str, prefix: str) -> bool:
+    """Whether the workers' group has committed every input record."""
+    topic = f"{prefix}.events"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    await admin.start()
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(4)]
+        ends = await consumer.end_offsets(parts)
+        committed = await admin.list_consumer_group_offsets(f"{prefix}-app", partitions=parts)
+        return all(tp in committed and committed[tp].offset >= end for tp, end in ends.items())
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def main() -> None:
+    """Command line: run ``--runs`` chaos runs and print one line per run."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    plan = ChaosPlan()
+    for name, value in asdict(plan).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--bootstrap", help="use this broker instead of starting one")
+    parser.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
+    parser.add_argument("--keep", type=Path, help="keep worker logs in this folder")
+    args = parser.parse_args()
+    chosen = ChaosPlan(**{k: getattr(args, k) for k in asdict(plan)})
+    results: list[ChaosResult] = []
+    with tempfile.TemporaryDirectory(prefix="spanguard-chaos-") as tmp:
+        home = args.keep or Path(tmp)
+        home.mkdir(parents=True, exist_ok=True)
+        if args.bootstrap:
+            runs = [(args.bootstrap, f"chaos{i}-{int(time.time())}") for i in range(args.runs)]
+            for bootstrap, prefix in runs:
+                results.append(_report(run_chaos(bootstrap, chosen, home, prefix)))
+        else:
+            with Bench(home) as bench:
+                for _ in range(args.runs):
+                    prefix = bench.prefix("chaos")
+                    results.append(_report(run_chaos(bench.bootstrap, chosen, home, prefix)))
+    clean = sum(r.clean for r in results)
+    print(f"{clean}/{len(results)} runs clean")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps({"plan": asdict(chosen), "runs": [asdict(r) for r in results]}, indent=2)
+    )
+    raise SystemExit(0 if clean == len(results) else 1)
+
+
+def _report(result: ChaosResult) -> ChaosResult:
+    print(
+        f"workers={result.workers} {result.guarantee} events={result.events} "
+        f"kills={result.kills} expected={result.expected} missing={result.missing} "
+        f"extra={result.extra} duplicate={result.duplicate} stalled={result.stalled} "
+        f"({result.seconds}s)",
+        flush=True,
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""The runtime's transport on a real broker, with aiokafka.
+
+* one consumer in the group ``app_id`` over the input topic (read committed,
+  no auto-commit: offsets are committed only inside checkpoint transactions);
+  its rebalance listener calls :meth:`Runtime.revoke` / :meth:`Runtime.assign`;
+* one idempotent producer for at-least-once outputs;
+* one transactional producer per owned input partition, with the transactional
+  id ``<app_id>-state-<partition>``: starting it fences any earlier owner of the
+  partition and aborts that owner's open transaction (Kafka's zombie fencing);
+* one restore consumer (no group, read committed) that reads a partition's
+  changelog up to its last stable offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import ProducerFenced, TopicAlreadyExistsError
+
+from streams.runtime.config import RuntimeConfig
+from streams.runtime.errors import FencedError
+from streams.runtime.records import InputRecord, OutRecord
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 8 << 20
+"""Largest produce request (a decision over a 10,000-span session is ~1 MB)."""
+
+
+class KafkaWriter:
+    """A partition's transactional producer (a :class:`~streams.runtime.ports.PartitionWriter`)."""
+
+    def __init__(self, producer: AIOKafkaProducer, input_tp: TopicPartition, group: str) -> None:
+        self._producer = producer
+        self._tp = input_tp
+        self._group = group
+        self._open = False
+
+    async def send(self, record: OutRecord) -> Awaitable[Any]:
+        try:
+            if not self._open:
+                await self._producer.begin_transaction()
+                self._open = True
+            future: Awaitable[Any] = await self._producer.send(
+                record.topic, record.value, key=record.key, partition=record.partition
+            )
+            return future
+        except ProducerFenced as exc:
+            raise FencedError(str(exc)) from exc
+
+    async def commit(self, next_offset: int) -> None:
+        try:
+            if not self._open:
+                await self._producer.begin_transaction()
+                self._open = True
+            await self._producer.send_offsets_to_transaction({self._tp: next_offset}, self._group)
+            await self._producer.commit_transaction()
+            self._open = False
+        except ProducerFenced as exc:
+            raise FencedError(str(exc)) from exc
+
+    async def abort(self) -> None:
+        if self._open:
+            self._open = False
+            await self._producer.abort_transaction()
+
+    async def close(self) -> None:
+        await self._producer.stop()
+
+
+class KafkaTransport:
+    """See :class:`~streams.runtime.ports.Transport`."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        config: RuntimeConfig,
+        group_id: str,
+        *,
+        partitions: int,
+        replication: int = 1,
+        session_timeout: float = 10.0,
+        client_options: dict[str, Any] | None = None,
+        linger_ms: int = 2,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.config = config
+        self.group_id = group_id
+        self.partitions = partitions
+        self.replication = replication
+        self._options = dict(client_options or {})
+        self._linger = linger_ms
+        self._session_timeout = session_timeout
+        self._input_partitions = partitions
+        # aiokafka clients need the running loop: created in start()
+        self._consumer: AIOKafkaConsumer
+        self._restore: AIOKafkaConsumer
+        self._outputs: AIOKafkaProducer
+
+    def _producer(self, transactional_id: str | None = None) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=self._linger,
+            max_batch_size=256 * 1024,
+            max_request_size=MAX_REQUEST_BYTES,
+            transactional_id=transactional_id,
+            request_timeout_ms=int(self.config.io_timeout * 1000),
+            **self._options,
+        )
+
+    async def start(
+        self,
+        on_assigned: Callable[[Iterable[int]], Awaitable[None]],
+        on_revoked: Callable[[Iterable[int]], Awaitable[None]],
+    ) -> None:
+        """Create the internal topics, connect, and join the group."""
+        timeout_ms = int(self._session_timeout * 1000)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            session_timeout_ms=timeout_ms,
+            heartbeat_interval_ms=max(300, timeout_ms // 4),
+            max_partition_fetch_bytes=MAX_REQUEST_BYTES,
+            **self._options,
+        )
+        self._restore = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            max_partition_fetch_bytes=MAX_REQUEST_BYTES,
+            **self._options,
+        )
+        self._outputs = self._producer()
+        self._input_partitions = await self.ensure_internal_topics()
+        await self._outputs.start()
+        await self._restore.start()
+        topic = self.config.input_topic
+        self._consumer.subscribe([topic], listener=_Listener(topic, on_assigned, on_revoked))
+        await self._consumer.start()
+
+    async def ensure_internal_topics(self) -> int:
+        """Create the changelog (compacted, as many partitions as the input) and the
+        fleet topic; returns the input topic's partition count."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self._options)
+        await admin.start()
+        try:
+            described = await admin.describe_topics([self.config.input_topic])
+            partitions = [len(t["partitions"]) for t in described if not t["error_code"]]
+            if not partitions:
+                raise RuntimeError(f"input topic {self.config.input_topic} does not exist")
+            existing = set(await admin.list_topics())
+            wanted = []
+            if self.config.changelog_topic not in existing:
+                wanted.append(
+                    NewTopic(
+                        self.config.changelog_topic,
+                        partitions[0],
+                        self.replication,
+                        topic_configs={
+                            "cleanup.policy": "compact",
+                            "max.message.bytes": str(MAX_REQUEST_BYTES),
+                            "min.compaction.lag.ms": "60000",
+                        },
+                    )
+                )
+            fleet = self.config.fleet_topic
+            if fleet is not None and fleet not in existing:
+                wanted.append(
+                    NewTopic(
+                        fleet,
+                        self.partitions,
+                        self.replication,
+                        topic_configs={"retention.ms": str(24 * 3600 * 1000)},
+                    )
+                )
+            if wanted:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics(wanted)
+            return partitions[0]
+        finally:
+            await admin.close()
+
+    async def stop(self) -> None:
+        """Leave the group and close every client."""
+        for closer in (self._consumer.stop, self._outputs.stop, self._restore.stop):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closer(), 5)
+
+    # -- Transport -------------------------------------------------------------
+
+    async def poll(self, max_records: int, timeout: float) -> dict[int, list[InputRecord]]:
+        batch = await self._consumer.getmany(
+            timeout_ms=int(timeout * 1000), max_records=max_records
+        )
+        return {
+            tp.partition: [
+                InputRecord(
+                    tp.partition,
+                    r.offset,
+                    r.key,
+                    r.value,
+                    r.timestamp,
+                    tuple((k, v) for k, v in r.headers),
+                )
+                for r in records
+            ]
+            for tp, records in batch.items()
+        }
+
+    async def open_partition(self, partition: int) -> KafkaWriter:
+        producer = self._producer(f"{self.group_id}-state-{partition}")
+        await producer.start()  # InitProducerId: fences the previous owner, aborts its txn
+        return KafkaWriter(
+            producer, TopicPartition(self.config.input_topic, partition), self.group_id
+        )
+
+    async def read_changelog(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+        tp = TopicPartition(self.config.changelog_topic, partition)
+        self._restore.assign([tp])
+        await self._restore.seek_to_beginning(tp)
+        end = (await self._restore.end_offsets([tp]))[tp]
+        records: list[tuple[bytes, bytes | None]] = []
+        while await self._restore.position(tp) < end:
+            batch = await self._restore.getmany(tp, timeout_ms=500, max_records=10_000)
+            records.extend((r.key, r.value) for r in batch.get(tp, ()) if r.key is not None)
+        return records
+
+    async def committed(self, partition: int) -> int | None:
+        offset: int | None = await self._consumer.committed(
+            TopicPartition(self.config.input_topic, partition)
+        )
+        return offset
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(self.config.input_topic, partition), offset)
+
+    def pause(self, partition: int) -> None:
+        self._consumer.pause(TopicPartition(self.config.input_topic, partition))
+
+    def input_partitions(self) -> int:
+        return self._input_partitions
+
+    async def send(self, record: OutRecord) -> Awaitable[Any]:
+        future: Awaitable[Any] = await self._outputs.send(
+            record.topic, record.value, key=record.key, partition=record.partition
+        )
+        return future
+
+    async def lag(self, positions: dict[int, int]) -> int:
+        if not positions:
+            return 0
+        tps = {TopicPartition(self.config.input_topic, p): o for p, o in positions.items()}
+        ends = await self._restore.end_offsets(list(tps))
+        return sum(max(0, ends[tp] - offset) for tp, offset in tps.items())
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(
+        self,
+        topic: str,
+        on_assigned: Callable[[Iterable[int]], Awaitable[None]],
+        on_revoked: Callable[[Iterable[int]], Awaitable[None]],
+    ) -> None:
+        self._topic = topic
+        self._assigned = on_assigned
+        self._revoked = on_revoked
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._revoked([tp.partition for tp in revoked if tp.topic == self._topic])
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self._assigned([tp.partition for tp in assigned if tp.topic == self._topic])

@@ -3,14 +3,17 @@
     .venv/bin/python -m bench.e2e            # full run (several minutes)
     .venv/bin/python -m bench.e2e --quick    # small smoke run
 
-1. one worker's events/s against a raw aiokafka consume->produce passthrough of
-   the same records on the same broker (target >= 0.5 of the passthrough);
-2. 1 vs 2 workers (events/s);
+1. a raw aiokafka consume->produce passthrough of the same records on the same
+   broker (L0), and against it: the worker as shipped (fleet monitoring on; target
+   >= 0.20), with fleet monitoring off, as 2 processes, and the runtime alone with
+   the engine replaced by a stub that replays the real engine's outputs and state
+   changes (target >= 0.5);
+2. state records written per input event (target <= 2.5) and changelog bytes;
 3. gate latency from ``eviction.requested`` produced to ``eviction.decided``
-   consumed, at a fixed input rate over many live sessions, p50/p95/p99, at-least-once
-   (target p99 <= 50 ms) and exactly-once;
-4. state bytes per span (records as stored, and the RocksDB folder), and the time a
-   fresh worker needs to restore N sessions from the changelog.
+   consumed over 1,000 live sessions, p50/p95/p99, at-least-once and exactly-once, at
+   1,000 events/s (target p99 <= 50 ms) and at half the measured capacity (target
+   p99 <= 250 ms);
+4. the time a fresh worker needs from start to ready with N sessions in the changelog.
 
 Results: ``bench/results/e2e.json`` and a table on stdout.
 """
@@ -31,15 +34,19 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.partitioner import murmur2
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from streams.app.topology import runtime_config
 from streams.client.kafka_io import OutputReader, produce_lines, session_key
+from streams.client.partitioning import partition_for
 from streams.client.topics import ensure_topics
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript
 from streams.kafka.broker import DEFAULT_HOME, LocalBroker, free_ports
 from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.runtime.config import changelog_topic
+from streams.runtime.kafka_transport import KafkaTransport
+from streams.runtime.runtime import Runtime
 from streams.settings import load_settings
 from streams.sim.scenarios import demo_fleet
 
@@ -123,13 +130,16 @@ async def wait_outputs(bootstrap: str, prefix: str, count: int, timeout: float) 
     return stamps
 
 
-def worker_throughput(bench: Bench, lines: list[bytes], workers: int) -> dict[str, Any]:
-    """Pre-load the input topic, start the workers, time first to last output."""
-    prefix = bench.prefix(f"tput{workers}")
+def worker_throughput(
+    bench: Bench, lines: list[bytes], workers: int, label: str, **extra: str
+) -> dict[str, Any]:
+    """Pre-load the input topic, start the workers, time first to last output; count
+    the state records the run wrote to the changelog."""
+    prefix = bench.prefix(label)
     asyncio.run(bench.topics(prefix))
     asyncio.run(produce_lines(bench.bootstrap, f"{prefix}.events", lines))
     expected = expected_outputs(lines)
-    started = bench.workers(prefix, workers)
+    started = bench.workers(prefix, workers, **extra)
     try:
         t0 = time.time()
         stamps = asyncio.run(wait_outputs(bench.bootstrap, prefix, expected, timeout=900))
@@ -138,13 +148,111 @@ def worker_throughput(bench: Bench, lines: list[bytes], workers: int) -> dict[st
     finally:
         for worker in started:
             worker.stop()
+    records, size = asyncio.run(topic_totals(bench.bootstrap, changelog_topic(f"{prefix}-app")))
     return {
+        "label": label,
         "workers": workers,
         "events": len(lines),
         "outputs": expected,
         "seconds_first_to_last_output": round(span, 3),
         "events_per_s": round(len(lines) / span),
         "wall_s_from_ready": round(wall, 2),
+        "state_records_per_event": round(records / len(lines), 3),
+        "changelog_bytes_per_event": round(size / len(lines), 1),
+    }
+
+
+async def topic_totals(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(records, key + value bytes) of every committed record of ``topic``."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        ends = await consumer.end_offsets(parts)  # before assign(): see read_changelog
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        count = size = 0
+        for tp in parts:
+            while await consumer.position(tp) < ends[tp]:
+                batch = await consumer.getmany(tp, timeout_ms=500, max_records=10_000)
+                for r in batch.get(tp, ()):
+                    count += 1
+                    size += len(r.key or b"") + len(r.value or b"")
+        return count, size
+    finally:
+        await consumer.stop()
+
+
+def _transport(bench: Bench, prefix: str) -> KafkaTransport:
+    """The worker's transport for ``prefix`` (fleet monitoring off)."""
+    settings = load_settings(
+        broker=f"kafka://{bench.bootstrap}",
+        topic_prefix=prefix,
+        app_id=f"{prefix}-app",
+        partitions=PARTITIONS,
+        fleet={"enabled": False},
+    )
+    return KafkaTransport(
+        bench.bootstrap, runtime_config(settings), settings.app_id, partitions=PARTITIONS
+    )
+
+
+class ReplayedEngine(Engine):
+    """An engine stub: for each input it returns the outputs, and records the state
+    changes, that the real engine made of it, at the cost of a dict lookup, so the
+    runtime is measured without the engine's work."""
+
+    def __init__(self, script: dict[bytes, tuple[list[Any], list[tuple[bytes, bytes | None]]]]):
+        super().__init__(track_changes=True)
+        self._script = script
+        self._changes: list[tuple[bytes, bytes | None]] = []
+
+    def process_raw(self, raw: bytes, source: Source) -> list[Any]:
+        outputs, changes = self._script[raw]
+        self._changes.extend(changes)
+        return outputs
+
+    def drain_changes(self) -> list[tuple[bytes, bytes | None]]:
+        changes, self._changes = self._changes, []
+        return changes
+
+
+async def runtime_alone(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
+    """The data path in process (aiokafka transport, real runtime), engine stubbed."""
+    real = Engine(track_changes=True)
+    script = {}
+    for i, line in enumerate(lines):
+        outputs = real.process_raw(line, Source("b", 0, i))
+        script[line] = (outputs, real.drain_changes())
+    prefix = bench.prefix("stub")
+    await bench.topics(prefix)
+    await produce_lines(bench.bootstrap, f"{prefix}.events", lines)
+    transport = _transport(bench, prefix)
+    runtime = Runtime(
+        transport.config,
+        transport,
+        load_settings().engine_settings(),
+        engine_factory=lambda _: ReplayedEngine(script),
+    )
+    await transport.start(runtime.assign, runtime.revoke)
+    try:
+        while not runtime.assigned.is_set():
+            await runtime.step()
+        started = time.perf_counter()
+        while runtime.stats.processed < len(lines):
+            await runtime.step()
+        await runtime.close()
+        elapsed = time.perf_counter() - started
+    finally:
+        await transport.stop()
+    return {
+        "events": len(lines),
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(len(lines) / elapsed),
+        "outputs": runtime.stats.outputs,
+        "state_records": runtime.stats.state_records,
     }
 
 
@@ -191,6 +299,7 @@ async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str)
     started = await asyncio.to_thread(
         bench.workers, prefix, 1, SPANGUARD_PROCESSING_GUARANTEE=guarantee
     )
+    await asyncio.sleep(2)  # let the first assignment settle
     sent_at: dict[str, float] = {}
     latencies: list[float] = []
     requests = [orjson.loads(line)["event_id"] for line in lines if b'"eviction.requested"' in line]
@@ -244,7 +353,7 @@ async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str)
 
 def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
     """Write ``sessions`` sessions' records straight into a changelog, then time a
-    fresh worker until it has restored them all."""
+    fresh worker from start until it is ready (restored)."""
     prefix = bench.prefix("restore")
     engine = Engine(track_changes=True)
     records: list[tuple[bytes, bytes | None]] = []
@@ -258,9 +367,9 @@ def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
             engine.process_raw(line, Source("b", 0, n))
         for key, value in engine.drain_changes():
             records.append((key, value))
-            partition_of[key] = (murmur2(s.session_id.encode()) & 0x7FFFFFFF) % PARTITIONS
-    span_records = [len(k) + len(v or b"") for k, v in records if b'"s"' in k]
+            partition_of[key] = partition_for(s.session_id.encode(), PARTITIONS)
     asyncio.run(bench.topics(prefix))
+    changelog = changelog_topic(f"{prefix}-app")
 
     async def write() -> None:
         producer = AIOKafkaProducer(
@@ -269,47 +378,29 @@ def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
         await producer.start()
         try:
             futures = [
-                await producer.send(
-                    f"{prefix}-app-state-changelog", v, key=k, partition=partition_of[k]
-                )
+                await producer.send(changelog, v, key=k, partition=partition_of[k])
                 for k, v in records
             ]
             await asyncio.gather(*futures)
         finally:
             await producer.stop()
 
-    asyncio.run(_create_changelog(bench.bootstrap, f"{prefix}-app-state-changelog"))
+    asyncio.run(_transport(bench, prefix).ensure_internal_topics())
     asyncio.run(write())
     t0 = time.monotonic()
-    [worker] = bench.workers(prefix, 1)
+    [worker] = bench.workers(prefix, 1, SPANGUARD_FLEET='{"enabled": false}')
     ready = time.monotonic() - t0
     log = worker.log_text()
     worker.stop()
-    restored = [line for line in log.splitlines() if "spanguard: " in line and "restored" in line]
-    data = bench.home / f"data-{prefix}-w0"
-    size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
+    restored = [line for line in log.splitlines() if "restored" in line]
     return {
         "sessions": sessions,
         "spans_per_session": spans,
         "records": len(records),
-        "seconds_to_ready": round(ready, 2),
-        "restored_log": restored[-1:],
-        "span_record_bytes_mean": round(statistics.mean(span_records), 1),
-        "rocksdb_bytes_per_span": round(size / (sessions * spans), 1),
+        "record_bytes_mean": round(statistics.mean(len(k) + len(v or b"") for k, v in records), 1),
+        "seconds_start_to_ready": round(ready, 2),
+        "restored_log": restored[-PARTITIONS:],
     }
-
-
-async def _create_changelog(bootstrap: str, topic: str) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [NewTopic(topic, PARTITIONS, 1, topic_configs={"cleanup.policy": "compact"})]
-        )
-    finally:
-        await admin.close()
 
 
 def main() -> None:
@@ -329,26 +420,35 @@ def main() -> None:
             "platform": platform.platform(),
         },
     }
+    off = '{"enabled": false}'
     home = Path(tempfile.mkdtemp(prefix="spanguard-bench-"))
     try:
         with Bench(home) as bench:
             raw = asyncio.run(passthrough(bench, lines))
-            one = worker_throughput(bench, lines, 1)
-            two = worker_throughput(bench, lines, 2)
+            stub = asyncio.run(runtime_alone(bench, lines))
+            runs = [
+                worker_throughput(bench, lines, 1, "shipped"),
+                worker_throughput(bench, lines, 1, "fleet-off", SPANGUARD_FLEET=off),
+                worker_throughput(bench, lines, 2, "two-processes"),
+            ]
+            ratios = {r["label"]: round(r["events_per_s"] / raw["events_per_s"], 3) for r in runs}
+            ratios["runtime-alone"] = round(stub["events_per_s"] / raw["events_per_s"], 3)
             results["throughput"] = {
                 "passthrough": raw,
-                "one_worker": one,
-                "two_workers": two,
-                "worker_vs_passthrough": round(one["events_per_s"] / raw["events_per_s"], 3),
-                "two_vs_one": round(two["events_per_s"] / one["events_per_s"], 3),
+                "runtime_alone": stub,
+                "workers": runs,
+                "ratio_to_passthrough": ratios,
+                "targets": {"shipped": 0.20, "runtime-alone": 0.5},
             }
-            print(json.dumps(results["throughput"], indent=2))
+            print(json.dumps(results["throughput"], indent=2), flush=True)
+            capacity = runs[0]["events_per_s"]
             lat_sessions = 100 if args.quick else 1000
             results["latency"] = [
-                asyncio.run(gate_latency(bench, lat_sessions, 1000.0, g))
+                asyncio.run(gate_latency(bench, lat_sessions, rate, g))
                 for g in ("at_least_once", "exactly_once")
+                for rate in (1000.0, round(capacity / 2))
             ]
-            print(json.dumps(results["latency"], indent=2))
+            print(json.dumps(results["latency"], indent=2), flush=True)
             results["restore"] = restore(bench, 2000 if args.quick else 100_000, 3)
             print(json.dumps(results["restore"], indent=2))
     finally:

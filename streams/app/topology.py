@@ -26,6 +26,7 @@ from schemas import TOPIC_OF
 from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, file_journal, journal_hook
 from streams.client.kafka_io import bootstrap_servers
+from streams.client.security import aiokafka_security
 from streams.runtime.config import RuntimeConfig, changelog_topic
 from streams.runtime.kafka_transport import KafkaTransport
 from streams.runtime.runtime import Runtime
@@ -172,6 +173,7 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
         partitions=settings.partitions,
         replication=settings.replication,
         session_timeout=settings.session_timeout,
+        client_options=aiokafka_security(settings.broker_credentials),
     )
     runtime = Runtime(config, transport, settings.engine_settings())
     if journal is None and settings.ack_journal is not None:

@@ -89,14 +89,27 @@ async def _as_coroutine(work: Callable[[], Awaitable[_T]]) -> _T:
 def worker(
     config: ConfigOption = None,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "info",
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            "-p",
+            min=1,
+            help="worker processes sharing the partitions on this machine (one per core)",
+        ),
+    ] = 1,
 ) -> None:
-    """Run a spanguard worker (Faust) against the configured broker."""
+    """Run a spanguard worker against the configured broker."""
     import faust
 
     from streams.app.topology import build_topology
 
     settings = _settings(config)
     run_on_kafka(settings, lambda: ensure_topics(settings))
+    if processes > 1:
+        from streams.kafka.workers import run_processes
+
+        raise typer.Exit(run_processes(processes, settings, loglevel, config))
     asyncio.set_event_loop(asyncio.new_event_loop())
     topology = build_topology(settings)
     faust.Worker(topology.app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.settings import Settings
+
 READY = b"Worker]: Ready"
 
 
@@ -53,6 +55,45 @@ class WorkerProcess:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def run_processes(count: int, settings: Settings, loglevel: str, config: Path | None) -> int:
+    """``spanguard worker --processes N``: N worker processes in one consumer group,
+    each with its own data dir and web port (``web_port + i``), sharing this
+    terminal's output. SIGINT/SIGTERM stop them all; returns the first non-zero
+    exit code (0 when all stopped cleanly)."""
+    children = []
+    extra = [] if config is None else ["--config", str(config)]
+    for i in range(count):
+        env = {
+            **os.environ,
+            "SPANGUARD_DATA_DIR": str(settings.data_dir / f"p{i}"),
+            "SPANGUARD_WEB_PORT": str(settings.web_port + i),
+        }
+        children.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "streams.cli.main",
+                    "worker",
+                    "--loglevel",
+                    loglevel,
+                    *extra,
+                ],
+                env=env,
+            )
+        )
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    codes = [child.wait() for child in children]
+    return next((code for code in codes if code), 0)
 
 
 def spawn_worker(

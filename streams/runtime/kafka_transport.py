@@ -227,14 +227,20 @@ class KafkaTransport:
 
     async def read_changelog(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         tp = TopicPartition(self.config.changelog_topic, partition)
+        # The end first: asked right after assign(), aiokafka 0.14 sometimes answers 0,
+        # which would restore nothing. Read until the end is reached and still the end.
+        end = (await self._restore.end_offsets([tp]))[tp]
         self._restore.assign([tp])
         await self._restore.seek_to_beginning(tp)
-        end = (await self._restore.end_offsets([tp]))[tp]
         records: list[tuple[bytes, bytes | None]] = []
-        while await self._restore.position(tp) < end:
-            batch = await self._restore.getmany(tp, timeout_ms=500, max_records=10_000)
-            records.extend((r.key, r.value) for r in batch.get(tp, ()) if r.key is not None)
-        return records
+        while True:
+            while await self._restore.position(tp) < end:
+                batch = await self._restore.getmany(tp, timeout_ms=500, max_records=10_000)
+                records.extend((r.key, r.value) for r in batch.get(tp, ()) if r.key is not None)
+            latest = (await self._restore.end_offsets([tp]))[tp]
+            if latest <= end:
+                return records
+            end = latest
 
     async def committed(self, partition: int) -> int | None:
         offset: int | None = await self._consumer.committed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,8 @@ class PartitionState:
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
     failures: int = 0
+    inflight: asyncio.Task[None] | None = None
+    """The checkpoint being committed in the background (at-least-once)."""
     stopped: str | None = None
     """Why the partition was stopped after repeated failures (None: running)."""
 
@@ -88,6 +91,8 @@ class PartitionState:
 
     def due(self, now: float, interval: float, every: int) -> bool:
         """Whether a checkpoint is due."""
+        if self.inflight is not None and not self.inflight.done():
+            return False
         return self.since_checkpoint > 0 and (
             self.since_checkpoint >= every or now - self.last_checkpoint >= interval
         )

@@ -50,6 +50,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """What one checkpoint of a partition writes and the input position it commits."""
+
+    changes: list[tuple[bytes, bytes | None]]
+    partials: list[tuple[bytes, bytes]]
+    next_offset: int
+
+
 @dataclass
 class RuntimeStats:
     """Counters for metrics and health (monotonic, per process)."""
@@ -76,6 +85,7 @@ class Runtime:
         engine_settings: EngineSettings,
         fleet: FleetHook | None = None,
         *,
+        engine_factory: Callable[[EngineSettings], Engine] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -83,6 +93,7 @@ class Runtime:
         self.transport = transport
         self.engine_settings = engine_settings
         self.fleet = fleet
+        self._new_engine = engine_factory or (lambda s: Engine(s, track_changes=True))
         self.parts: dict[int, PartitionState] = {}
         self.stopped: dict[int, str] = {}
         """Partitions stopped after repeated failures, with the reason."""
@@ -136,7 +147,7 @@ class Runtime:
         succeeded for ``stall_after`` seconds with input waiting."""
         if self.stopped:
             return False, f"partitions stopped: {self.stopped}"
-        waiting = any(state.since_checkpoint for state in self.parts.values())
+        waiting = any(s.since_checkpoint or s.inflight for s in self.parts.values())
         idle = self._clock() - self.stats.last_progress
         if waiting and idle > stall_after:
             return False, f"no checkpoint for {idle:.0f}s with records waiting"
@@ -209,7 +220,7 @@ class Runtime:
         except BaseException:
             await writer.close()
             raise
-        engine = Engine(self.engine_settings, track_changes=True)
+        engine = self._new_engine(self.engine_settings)
         restored = engine.restore(latest_per_key(records))
         # Restored state lives as long as the assignment: keep it out of GC scans.
         gc.freeze()
@@ -269,6 +280,7 @@ class Runtime:
                 for p, state in self.parts.items():
                     self.transport.seek(p, state.next_offset)
                 return 0
+            await self._reap()
             applied = await self._process(batch)
             if applied and self.on_batch is not None:
                 self.on_batch(applied, time.perf_counter() - started)
@@ -280,7 +292,7 @@ class Runtime:
             ]
             if due:
                 await self._checkpoint_all(due)
-            elif not any(s.since_checkpoint for s in self.parts.values()):
+            elif not any(s.since_checkpoint or s.inflight for s in self.parts.values()):
                 self.stats.last_progress = now
             return applied
 
@@ -357,40 +369,76 @@ class Runtime:
     # -- checkpoints ---------------------------------------------------------
 
     async def _checkpoint_all(self, states: Sequence[PartitionState]) -> None:
+        """Checkpoint the due partitions. Under exactly-once the outputs are in the
+        transaction, so processing waits for the commit; under at-least-once the
+        commit runs in the background while the next batches are processed (their
+        changes go to the next checkpoint), so the gate never waits for it."""
+        if not self.config.exactly_once:
+            await self._reap()  # a commit that failed meanwhile resets its partition
+            for state in states:
+                if self.parts.get(state.partition) is state and state.inflight is None:
+                    snapshot = self._snapshot(state)
+                    state.inflight = asyncio.ensure_future(self._commit(state, snapshot))
+            return
         results = await asyncio.gather(
             *(self._checkpoint(s) for s in states), return_exceptions=True
         )
         for state, result in zip(states, results, strict=True):
             if isinstance(result, BaseException):
                 await self._reset(state.partition, result)
-            else:
-                self.stats.last_progress = self._clock()
+
+    async def _reap(self) -> None:
+        """Reset the partitions whose background commit failed."""
+        for state in list(self.parts.values()):
+            task = state.inflight
+            if task is not None and task.done():
+                state.inflight = None
+                error = task.exception()
+                if error is not None:
+                    await self._reset(state.partition, error)
 
     async def _checkpoint(self, state: PartitionState) -> None:
-        """1. the outputs of every applied input are acknowledged (done by the batch),
-        2. the state changes and fleet partials since the last checkpoint are
-        written in the partition's transaction, 3. the transaction commits with
-        the input position, 4. the partition's failure count is cleared."""
-        if state.since_checkpoint == 0:
-            return
+        """Checkpoint now and wait for it (after any commit already under way)."""
+        await self._settle(state)
+        if state.since_checkpoint:
+            await self._commit(state, self._snapshot(state))
+
+    async def _settle(self, state: PartitionState) -> None:
+        """Wait for the partition's background commit; raise its error."""
+        task, state.inflight = state.inflight, None
+        if task is not None:
+            await task
+
+    def _snapshot(self, state: PartitionState) -> Checkpoint:
+        """1. the outputs of every applied input are acknowledged (done by the batch);
+        2. take the state changes and fleet partials since the last checkpoint and
+        the input position they lead to."""
+        p = state.partition
+        partials = self.fleet.partials(p) if self.fleet is not None else []
+        checkpoint = Checkpoint(state.engine.drain_changes(), partials, state.next_offset)
+        state.since_checkpoint = 0
+        state.last_checkpoint = self._clock()
+        return checkpoint
+
+    async def _commit(self, state: PartitionState, checkpoint: Checkpoint) -> None:
+        """3. write them in the partition's transaction; 4. commit it with the input
+        position; 5. clear the partition's failure count."""
         p = state.partition
         acks: list[Ack] = []
-        changes = state.engine.drain_changes()
-        for key, value in changes:
+        for key, value in checkpoint.changes:
             acks.append(
                 await state.writer.send(OutRecord(self.config.changelog_topic, key, value, p))
             )
-        if self.fleet is not None and self.config.fleet_topic is not None:
-            for key, value in self.fleet.partials(p):
+        if self.config.fleet_topic is not None:
+            for key, value in checkpoint.partials:
                 acks.append(await state.writer.send(OutRecord(self.config.fleet_topic, key, value)))
         await self._io(asyncio.gather(*acks))
-        await self._io(state.writer.commit(state.next_offset))
-        state.committed = state.next_offset
-        state.since_checkpoint = 0
-        state.last_checkpoint = self._clock()
+        await self._io(state.writer.commit(checkpoint.next_offset))
+        state.committed = checkpoint.next_offset
         state.failures = 0
         self.stats.checkpoints += 1
-        self.stats.state_records += len(changes)
+        self.stats.state_records += len(checkpoint.changes)
+        self.stats.last_progress = self._clock()
 
     async def _reset(self, partition: int, error: BaseException) -> None:
         """Throw away what the partition did since its last checkpoint and start again
@@ -398,6 +446,10 @@ class Runtime:
         state = self.parts.pop(partition, None)
         if state is None:
             return
+        if state.inflight is not None and not state.inflight.done():
+            state.inflight.cancel()
+            with contextlib.suppress(BaseException):
+                await state.inflight
         failures = state.failures + 1
         log.warning(
             "spanguard: partition %d failed at offset %d (%r), attempt %d",

@@ -47,8 +47,8 @@ def changelog_bytes(bootstrap: str, topic: str, since: dict[int, int]) -> Counte
         await consumer.start()
         try:
             tps = [TopicPartition(topic, p) for p in since]
+            ends = await consumer.end_offsets(tps)  # before assign(): see read_changelog
             consumer.assign(tps)
-            ends = await consumer.end_offsets(tps)
             for tp in tps:
                 consumer.seek(tp, since[tp.partition])
             totals: Counter[str] = Counter()

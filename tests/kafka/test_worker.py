@@ -4,6 +4,7 @@ recovered after a crash, shared between workers, and safe on bad input."""
 from __future__ import annotations
 
 import base64
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -161,3 +162,17 @@ def test_two_workers_share_partitions_and_survive_a_kill(pipeline: Pipeline) -> 
     pipeline.produce(lines[half:])
     got = pipeline.read_until(has_ids(set(identities(expected))), timeout=90)
     assert set(identities(got)) == set(identities(expected))
+
+
+def test_sigterm_checkpoints_and_exits_within_ten_seconds(pipeline: Pipeline) -> None:
+    lines = scenario_traces()
+    worker = pipeline.start_worker("term")
+    worker.wait_ready()
+    pipeline.produce(lines)
+    pipeline.read_until(has_ids(set(identities(replay_outputs(lines)))), idle=0)
+    started = time.monotonic()
+    worker.stop(timeout=30)
+    assert time.monotonic() - started < 10, worker.log_text()[-3000:]
+    assert worker.process.returncode == 0, worker.log_text()[-3000:]
+    # the last checkpoint committed every input offset on the way out
+    pipeline.wait_committed(timeout=5)

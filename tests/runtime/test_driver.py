@@ -32,13 +32,13 @@ async def test_a_write_count_exists_to_crash_at() -> None:
     driver = RuntimeTestDriver(exactly_once=True)
     driver.produce(fleet_trace())
     await driver.run()
-    assert driver.broker.writes > 200
+    assert driver.broker.writes > 300  # the crash points drawn below fall inside a run
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     exactly_once=st.booleans(),
-    crash_at=st.lists(st.integers(min_value=1, max_value=1500), max_size=6),
+    crash_at=st.lists(st.integers(min_value=1, max_value=400), max_size=6),
     batch_size=st.integers(1, 40),
     commit_every=st.integers(1, 60),
 )

@@ -81,7 +81,11 @@ class Pipeline:
         await admin.start()
         await consumer.start()
         try:
-            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+            # partitions from the admin client: a fresh consumer has no metadata yet, and
+            # an empty list would make the wait below pass without checking anything
+            [described] = await admin.describe_topics([topic])
+            parts = [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
+            assert parts, f"{topic} has no partitions"
             ends = await consumer.end_offsets(parts)
             deadline = time.monotonic() + timeout
             while True:

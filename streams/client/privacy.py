@@ -252,14 +252,15 @@ def scan_directory(path: Path, needles: Needles) -> tuple[int, list[Finding]]:
 
 
 def scanned_topics(all_topics: Iterable[str], prefix: str, app_id: str | None = None) -> list[str]:
-    """The topics a scan reads: ``<prefix>.*`` and ``<app_id>-*`` (changelogs, internal),
-    except ``<prefix>.events`` (raw input) and ``<prefix>.deadletter`` (raw input, by design)."""
+    """The topics a scan reads: ``<prefix>.*`` and the app's own ``<app_id>.*`` /
+    ``<app_id>-*`` (state changelog, fleet and framework topics), except
+    ``<prefix>.events`` (raw input) and ``<prefix>.deadletter`` (raw input, by design)."""
     excluded = {f"{prefix}.events", f"{prefix}.deadletter"}
+    owned = [f"{prefix}."]
+    if app_id is not None:
+        owned += [f"{app_id}.", f"{app_id}-"]
     return sorted(
-        t
-        for t in all_topics
-        if t not in excluded
-        and (t.startswith(f"{prefix}.") or (app_id is not None and t.startswith(f"{app_id}-")))
+        t for t in all_topics if t not in excluded and any(t.startswith(o) for o in owned)
     )
 
 

@@ -96,8 +96,14 @@ def test_needles_hold_texts_and_keys_but_not_ids(trace: list[bytes]) -> None:
 
 
 def test_scanned_topics_skip_input_and_dead_letters() -> None:
-    topics = ["p.events", "p.faults", "p.deadletter", "p.pins", "px.faults", "app-table-changelog"]
-    assert scanned_topics(topics, "p", "app") == ["app-table-changelog", "p.faults", "p.pins"]
+    topics = ["p.events", "p.faults", "p.deadletter", "p.pins", "px.faults", "app-t-changelog"]
+    topics += ["app.changelog", "apple.changelog", "p-app.fleet"]
+    assert scanned_topics(topics, "p", "app") == [
+        "app-t-changelog",
+        "app.changelog",
+        "p.faults",
+        "p.pins",
+    ]
 
 
 async def test_real_outputs_are_clean(secure_broker: SecureBroker, trace: list[bytes]) -> None:

@@ -13,7 +13,7 @@ What it adds to the app:
   and evaluates the rules; its state is kept in two tables, ``fleet-windows``
   (Faust windowed table, tumbling, expiring after the retention) and
   ``fleet-alerts`` (per tenant: watermark, closed windows, alert states), and
-  alerts go to ``<prefix>.alerts`` keyed by tenant (and to the webhook);
+  alerts go to ``<prefix>.alerts`` keyed by tenant (and to Alertmanager, re-posted while firing);
 * timer ``fleet-tick``: flushes this worker's activity counts (active
   sessions, rewrite cycles), sends ticks that close idle tenants' windows,
   refreshes the lag and active-alert gauges;
@@ -26,15 +26,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from schemas import FleetAlert
+from schemas import DEFAULT_SEVERITY, FaultKind, FleetAlert, Severity
 from streams.codec import encode_output
 from streams.fleet.activity import ActivityTracker
 from streams.fleet.aggregates import Window
+from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
 from streams.fleet.config import FleetSettings
 from streams.fleet.evaluator import FleetEvaluator, Outcome
 from streams.fleet.fleet_view import local_view
@@ -44,7 +45,6 @@ from streams.fleet.observer import RecordObserver, engine_cycles, engine_figures
 from streams.fleet.recent import RecentRecords
 from streams.fleet.rules import Rule, load_rules
 from streams.fleet.session_view import session_view
-from streams.fleet.webhook import AlertmanagerWebhook
 
 if TYPE_CHECKING:
     from streams.app.topology import Topology
@@ -74,7 +74,7 @@ class Fleet:
     topic: Any
     windows: Any
     alert_table: Any
-    webhook: AlertmanagerWebhook | None = None
+    alertmanager: AlertmanagerNotifier | None = None
     restored_tenants: int = 0
     _pending: dict[str, set[Window]] = field(default_factory=dict, init=False, repr=False)
 
@@ -102,11 +102,16 @@ class Fleet:
 
     async def publish(self, alerts: Iterable[FleetAlert]) -> None:
         """Send alerts to ``<prefix>.alerts`` (keyed by tenant), acknowledged, then to
-        the webhook in the background."""
+        Alertmanager in the background."""
         topic = self.topology.outputs["alerts"]
+        changed = []
         for alert in alerts:
-            ack = await topic.send(key=alert.tenant.encode("utf-8"), value=encode_output(alert))
-            await ack
+            try:
+                ack = await topic.send(key=alert.tenant.encode("utf-8"), value=encode_output(alert))
+                await ack
+            except Exception:
+                self.metrics.send_failed("alerts_topic")
+                raise
             self.metrics.alerts.labels(alert.rule, alert.severity.value, alert.status).inc()
             log.info(
                 "fleet alert %s %s tenant=%s count=%d",
@@ -115,8 +120,16 @@ class Fleet:
                 alert.tenant,
                 alert.count,
             )
-            if self.webhook is not None:
-                self.webhook.submit(alert)
+            state = self.evaluator.alert_state(alert.tenant, alert.rule)
+            if state is not None:
+                changed.append((alert.tenant, state))
+        if self.alertmanager is not None and changed:
+            self.alertmanager.submit(changed, time.time())
+
+    def renew_alerts(self, now: float) -> None:
+        """Re-post every firing alert to Alertmanager when the resend interval is up."""
+        if self.alertmanager is not None:
+            self.alertmanager.renew(self.evaluator.active_alerts(), now)
 
     def persist(self, outcome: Outcome, flush: bool = False) -> None:
         """Write what the outcome changed to the tables (inside the agent's stream).
@@ -195,23 +208,22 @@ class Fleet:
         return lag
 
 
-class ObserverHook:
-    """The runtime's fleet hook over the per-record observer (no partials: fleet
-    counts still come from the output topics through ``fleet-collect``)."""
+@contextlib.contextmanager
+def counted_crash(metrics: FleetMetrics, agent: str) -> Iterator[None]:
+    """Count an exception that ends the task ``agent`` (then let it propagate)."""
+    try:
+        yield
+    except Exception:
+        metrics.agent_crashed(agent)
+        raise
 
-    def __init__(self, observer: RecordObserver) -> None:
-        self.observer = observer
 
-    def observe(self, partition: int, value: bytes | None, outputs: Sequence[Any]) -> None:
-        """See :class:`~streams.runtime.ports.FleetHook`."""
-        self.observer.record(value, outputs)
-
-    def partials(self, partition: int) -> list[tuple[bytes, bytes]]:
-        """See :class:`~streams.runtime.ports.FleetHook`."""
-        return []
-
-    def discard(self, partition: int) -> None:
-        """See :class:`~streams.runtime.ports.FleetHook`."""
+def _severities(engine: Any) -> dict[FaultKind, Severity]:
+    """Each fault kind's severity as the engine is configured."""
+    settings = getattr(engine, "settings", None)
+    if settings is None or not hasattr(settings, "severity"):
+        return dict(DEFAULT_SEVERITY)
+    return {kind: settings.severity(kind) for kind in FaultKind}
 
 
 def _window_key(key: Any) -> tuple[str, float] | None:
@@ -236,8 +248,14 @@ def install_fleet(
     fleet_rules = rules if rules is not None else load_rules(fleet_settings.rules_file)
     app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
     conf = topology.settings
-    figures = engine_figures(topology.runtime.engines)
-    metrics = FleetMetrics(fleet_settings.max_tenant_labels, figures)
+    engine = topology.processor.engine
+    figures = engine_figures(engine)
+    metrics = FleetMetrics(
+        fleet_settings.max_tenant_labels,
+        figures,
+        severities=_severities(engine),
+        rules=[(rule.name, rule.alert_severity.value) for rule in fleet_rules],
+    )
     activity = ActivityTracker(fleet_settings.window_seconds, fleet_settings.alert_sample_sessions)
     recent = RecentRecords(fleet_settings.ring_size, fleet_settings.ring_sessions)
     observer = RecordObserver(metrics, activity, recent, engine_cycles(topology.runtime.engines))
@@ -267,14 +285,20 @@ def install_fleet(
         partitions=conf.partitions,
         help="fleet: per-tenant watermark, closed windows and alert states",
     )
-    webhook = None
-    if fleet_settings.webhook_url:
-        webhook = AlertmanagerWebhook(
-            fleet_settings.webhook_url,
-            timeout=fleet_settings.webhook_timeout_seconds,
-            attempts=fleet_settings.webhook_attempts,
-            on_failure=lambda _alert: metrics.webhook_failures.inc(),
+    notifier = None
+    if fleet_settings.alertmanager_urls:
+        client = AlertmanagerClient(
+            fleet_settings.alertmanager_urls,
+            timeout=fleet_settings.alertmanager_timeout_seconds,
+            attempts=fleet_settings.alertmanager_attempts,
+            on_failure=lambda _url: metrics.send_failed("alertmanager"),
             session=lambda: app.http_client,  # Faust's client, closed with the worker
+        )
+        notifier = AlertmanagerNotifier(
+            client,
+            fleet_rules,
+            fleet_settings.alertmanager_resend_seconds,
+            Links(fleet_settings.external_url),
         )
     fleet = Fleet(
         settings=fleet_settings,
@@ -288,7 +312,7 @@ def install_fleet(
         topic=fleet_topic,
         windows=windows,
         alert_table=alert_table,
-        webhook=webhook,
+        alertmanager=notifier,
     )
 
     topology.runtime.set_fleet_hook(ObserverHook(observer))  # FLEET HOOK
@@ -308,17 +332,22 @@ def install_fleet(
                 await send(obs)
 
     async def aggregate(stream: Any) -> None:
-        async for value in stream:
-            obs = Observation.from_bytes(value)
-            if obs is None:
-                continue
-            outcome = evaluator.handle(obs, time.time())
-            # Alerts are acknowledged before the state that says they were sent is
-            # written: a crash in between sends them again, with the same ids.
-            await fleet.publish(outcome.alerts)
-            fleet.persist(outcome, flush=obs.kind == "tick")
+        with counted_crash(metrics, "fleet-aggregate"):
+            async for value in stream:
+                obs = Observation.from_bytes(value)
+                if obs is None:
+                    continue
+                outcome = evaluator.handle(obs, time.time())
+                # Alerts are acknowledged before the state that says they were sent is
+                # written: a crash in between sends them again, with the same ids.
+                await fleet.publish(outcome.alerts)
+                fleet.persist(outcome, flush=obs.kind == "tick")
 
     async def tick() -> None:
+        with counted_crash(metrics, "fleet-tick"):
+            await tick_once()
+
+    async def tick_once() -> None:
         for obs in activity.flush():
             await send(obs)
         now = time.time()
@@ -327,7 +356,8 @@ def install_fleet(
         for tenant in sorted({*evaluator.ticks_due(now), *fleet.pending_tenants()}):
             await send(Observation(kind="tick", tenant=tenant, ts=now))
         metrics.set_active_alerts((a.rule, a.severity.value) for _, a in evaluator.active_alerts())
-        metrics.set_consumer_lag(await fleet.consumer_lag())
+        fleet.renew_alerts(now)
+        metrics.set_consumer_lag(fleet.consumer_lag())
 
     # Registered by call rather than as decorators: Faust's decorators are untyped.
     alert_table.on_recover(restore)

@@ -47,6 +47,11 @@ class AlertState:
     """Window of the last ``firing`` alert sent (for the repeat interval)."""
     count: int
     sessions: list[str]
+    started_at: float | None = None
+    """Wall time at which the current (or last) firing episode began (Alertmanager's
+    ``startsAt``); None in records written before it was kept."""
+    resolved_at: float | None = None
+    """Wall time at which it resolved (Alertmanager's ``endsAt``)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON for the alert table."""
@@ -59,6 +64,8 @@ class AlertState:
             "sent": [self.sent_window.start, self.sent_window.end],
             "count": self.count,
             "sessions": self.sessions,
+            "started_at": self.started_at,
+            "resolved_at": self.resolved_at,
         }
 
     @classmethod
@@ -74,7 +81,13 @@ class AlertState:
             sent_window=Window(*map(float, data["sent"])),
             count=int(data["count"]),
             sessions=[str(s) for s in data.get("sessions", [])],
+            started_at=_opt_float(data.get("started_at")),
+            resolved_at=_opt_float(data.get("resolved_at")),
         )
+
+
+def _opt_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def make_alert(
@@ -113,8 +126,11 @@ class AlertBook:
         self.repeat_interval = repeat_interval
         self.states: dict[str, AlertState] = {}
 
-    def fire(self, rule: Rule, window: Window, verdict: Evaluation, ts: float) -> FleetAlert | None:
-        """The rule fired in ``window``: the alert to send, or None (already sent)."""
+    def fire(
+        self, rule: Rule, window: Window, verdict: Evaluation, ts: float, now: float
+    ) -> FleetAlert | None:
+        """The rule fired in ``window`` (``ts`` event time, ``now`` wall time): the
+        alert to send, or None (already sent)."""
         state = self.states.get(rule.name)
         severity = rule.alert_severity
         if state is None or state.status == "resolved":
@@ -127,6 +143,7 @@ class AlertBook:
                 sent_window=window,
                 count=verdict.count,
                 sessions=verdict.sessions,
+                started_at=now,
             )
             return make_alert(
                 self.tenant,
@@ -153,7 +170,7 @@ class AlertBook:
             self.tenant, rule.name, severity, "firing", window, verdict.count, verdict.sessions, ts
         )
 
-    def resolve_closed(self, closed_through: float, counts_of: Any) -> list[FleetAlert]:
+    def resolve_closed(self, closed_through: float, counts_of: Any, now: float) -> list[FleetAlert]:
         """Resolve every firing alert whose next window has closed (ends at or before
         ``closed_through``) without the rule firing in it. ``counts_of(rule, window)``
         gives the rule's count in that quiet window."""
@@ -165,6 +182,7 @@ class AlertBook:
             if quiet.end > closed_through:
                 continue
             state.status = "resolved"
+            state.resolved_at = now
             count = int(counts_of(state.rule, quiet))
             resolved.append(
                 make_alert(

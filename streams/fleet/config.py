@@ -1,11 +1,13 @@
-"""The fleet monitor's settings: windows, alert rules, repeat interval, label caps."""
+"""The fleet monitor's settings: windows, alert rules, Alertmanager, label caps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streams.fleet.alertmanager import alerts_endpoint
 
 
 class FleetSettings(BaseModel):
@@ -56,11 +58,33 @@ class FleetSettings(BaseModel):
     tick_seconds: float = Field(
         2.0, gt=0, description="timer: activity flush, idle windows, lag, alert gauges"
     )
-    webhook_url: str | None = Field(
-        None, description="Alertmanager-compatible webhook receiving every alert"
+    alertmanager_urls: list[str] = Field(
+        default_factory=list,
+        description="Alertmanager base URLs (every member of a cluster); alerts go to "
+        "their v2 API, POST /api/v2/alerts",
     )
-    webhook_timeout_seconds: float = Field(5.0, gt=0, description="per webhook attempt")
-    webhook_attempts: int = Field(3, ge=1, description="attempts per alert before giving up")
+    alertmanager_resend_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="firing alerts are re-posted this often (keep it below Alertmanager's "
+        "resolve_timeout); each post's endsAt lies 4 intervals ahead",
+    )
+    alertmanager_timeout_seconds: float = Field(5.0, gt=0, description="per post attempt")
+    alertmanager_attempts: int = Field(
+        3, ge=1, description="attempts per post and URL before counting a send failure"
+    )
+    external_url: str = Field(
+        "",
+        description="how people reach the dashboard (e.g. https://spanguard.example); "
+        "alerts link to it and to the session inspector",
+    )
+
+    @field_validator("alertmanager_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            alerts_endpoint(url)  # raises ValueError with the URL
+        return urls
 
     @classmethod
     def from_settings(cls, settings: Any) -> FleetSettings:

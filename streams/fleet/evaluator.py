@@ -106,11 +106,13 @@ class FleetEvaluator:
             # views but judged no more: verdicts are final once a window closes.
             for rule in self.rules:
                 if rule.instant:
-                    outcome.alerts.extend(self._verdict(state, rule, window, counts, obs.ts))
+                    outcome.alerts.extend(self._verdict(state, rule, window, counts, obs.ts, now))
         if state.watermark is None or obs.ts > state.watermark:
             state.watermark = obs.ts
         closed_before = state.closed_through
-        outcome.alerts.extend(self._close(state, state.watermark - self.settings.grace_seconds))
+        outcome.alerts.extend(
+            self._close(state, state.watermark - self.settings.grace_seconds, now)
+        )
         # The tenant record changes with alerts and closed windows only (a few times
         # per window); the watermark alone is not worth a write: restore() derives it.
         outcome.tenant_changed = bool(outcome.alerts) or state.closed_through != closed_before
@@ -125,7 +127,7 @@ class FleetEvaluator:
         limit = self._open_limit(state)
         if limit is None:
             return outcome
-        outcome.alerts.extend(self._close(state, limit))
+        outcome.alerts.extend(self._close(state, limit, now))
         outcome.tenant_changed = True
         return outcome
 
@@ -143,6 +145,11 @@ class FleetEvaluator:
     def active_alerts(self) -> list[tuple[str, AlertState]]:
         """Every firing alert, as (tenant, state)."""
         return [(t, a) for t, s in self.tenants.items() for a in s.book.active()]
+
+    def alert_state(self, tenant: str, rule: str) -> AlertState | None:
+        """The state of one (rule, tenant) alert, if it ever fired."""
+        state = self.tenants.get(tenant)
+        return state.book.states.get(rule) if state is not None else None
 
     def tenant_record(self, tenant: str) -> dict[str, Any]:
         """What the alert table stores for ``tenant``."""
@@ -217,15 +224,21 @@ class FleetEvaluator:
             del state.windows[start]
 
     def _verdict(
-        self, state: TenantState, rule: Rule, window: Window, counts: WindowCounts, ts: float
+        self,
+        state: TenantState,
+        rule: Rule,
+        window: Window,
+        counts: WindowCounts,
+        ts: float,
+        now: float,
     ) -> list[FleetAlert]:
         verdict = rule.evaluate(counts, self.settings.alert_sample_sessions)
         if not verdict.firing:
             return []
-        alert = state.book.fire(rule, window, verdict, ts)
+        alert = state.book.fire(rule, window, verdict, ts, now)
         return [alert] if alert is not None else []
 
-    def _close(self, state: TenantState, limit: float) -> list[FleetAlert]:
+    def _close(self, state: TenantState, limit: float, now: float) -> list[FleetAlert]:
         if limit <= state.closed_through:
             return []
         size = self.settings.window_seconds
@@ -237,10 +250,11 @@ class FleetEvaluator:
             for rule in self.rules:
                 if not rule.instant:
                     alerts.extend(
-                        self._verdict(state, rule, window, state.windows[start], window.end)
+                        self._verdict(state, rule, window, state.windows[start], window.end, now)
                     )
         state.closed_through = limit
-        alerts.extend(state.book.resolve_closed(limit, lambda rule, w: self._count(state, rule, w)))
+        counts_of = lambda rule, w: self._count(state, rule, w)  # noqa: E731
+        alerts.extend(state.book.resolve_closed(limit, counts_of, now))
         return alerts
 
     def _count(self, state: TenantState, rule_name: str, window: Window) -> int:

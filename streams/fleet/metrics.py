@@ -4,23 +4,51 @@ A worker counts what it processed itself (its partitions); Prometheus sums the
 workers. Labels are bounded: a tenant gets its own ``tenant`` label only among
 the first ``max_tenant_labels`` tenants the worker sees, the rest share
 ``tenant="other"``; session ids never become labels.
+
+Rules built on ``increase()`` need a series to exist before it grows: a counter
+born at 1 looks like "no increase" to Prometheus. So every labelled counter is
+created at 0 before it is first incremented: dead letters per reason, send
+failures per target and agent crashes per agent at start, and a tenant's
+faults (every kind, at its configured severity), decisions (every action),
+refused spans (every reason), pins and recompute requests the first time the
+tenant is seen. Gauges are set to 0 rather than removed (active alerts of
+every rule stay exposed). The process, platform and GC collectors of
+prometheus-client are registered too, and ``spanguard_build_info``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import platform
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from schemas import (
+    DEFAULT_SEVERITY,
+    Action,
     EventRejected,
     EvictionDecided,
+    FaultKind,
     IntegrityFault,
     OutputEvent,
+    RefusalReason,
+    RejectReason,
     ScoresRecomputeRequested,
+    Severity,
     SpanPinned,
 )
 
@@ -29,7 +57,22 @@ OTHER = "other"
 UNKNOWN = "unknown"
 """The tenant label of input records whose tenant could not be read."""
 
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0,
+)  # fmt: skip
+"""Seconds; up to 30 s so that a burst's tail (seconds, not milliseconds) is measured."""
+SEND_TARGETS = ("alerts_topic", "alertmanager", "otlp")
+"""Where a worker sends on its own (besides the runtime's transactional outputs)."""
+AGENTS = ("process", "fleet-aggregate", "fleet-tick")
+"""The worker's long-running tasks whose crashes are counted."""
+
+
+def build_version() -> str:
+    """The installed spanguard version (``0+unknown`` from a bare source tree)."""
+    try:
+        return metadata.version("spanguard")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 class TenantLabels:
@@ -109,11 +152,25 @@ class FleetMetrics:
     """Every metric a worker exposes on ``/metrics``."""
 
     def __init__(
-        self, max_tenant_labels: int, figures: Callable[[], EngineFigures | None] | None = None
+        self,
+        max_tenant_labels: int,
+        figures: Callable[[], EngineFigures | None] | None = None,
+        severities: Mapping[FaultKind, Severity] | None = None,
+        rules: Iterable[tuple[str, str]] = (),
     ) -> None:
+        """``severities``: each fault kind's configured severity (for counters born at
+        0); ``rules``: (name, severity) of the fleet rules (their active-alert gauges
+        exist at 0 from the start)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.tenant = TenantLabels(max_tenant_labels)
+        self.severities = dict(DEFAULT_SEVERITY if severities is None else severities)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        Info("spanguard_build", "spanguard build", registry=r).info(
+            {"version": build_version(), "python": platform.python_version()}
+        )
         self.events = Counter("spanguard_events", "Input records processed", ["tenant"], registry=r)
         self.faults = Counter(
             "spanguard_faults",
@@ -123,6 +180,12 @@ class FleetMetrics:
         )
         self.decisions = Counter(
             "spanguard_decisions", "eviction.decided outputs", ["tenant", "action"], registry=r
+        )
+        self.refused = Counter(
+            "spanguard_refused_spans",
+            "Spans the gate refused to evict (eviction.decided refused entries), by reason",
+            ["tenant", "reason"],
+            registry=r,
         )
         self.pins = Counter("spanguard_pins", "span.pinned outputs", ["tenant"], registry=r)
         self.recomputes = Counter(
@@ -136,7 +199,16 @@ class FleetMetrics:
         )
         self.latency = Histogram(
             "spanguard_processing_seconds",
-            "Time to process one input record: engine, outputs acknowledged, state written",
+            "Time from an input record's processing by the engine to the checkpoint that "
+            "writes its outputs and state, by input event type",
+            ["type"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gate_latency = Histogram(
+            "spanguard_gate_latency_seconds",
+            "Time from an eviction request's ts (the harness's clock) to its decision "
+            "being produced (the worker's clock)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -154,35 +226,88 @@ class FleetMetrics:
         )
         self.active_alerts = Gauge(
             "spanguard_active_alerts",
-            "Alerts firing among the tenants this worker aggregates",
+            "Fleet alerts firing among the tenants this worker aggregates",
             ["rule", "severity"],
             registry=r,
         )
-        self.webhook_failures = Counter(
-            "spanguard_webhook_failures",
-            "Alerts the Alertmanager webhook did not accept after every attempt",
+        self.send_failures = Counter(
+            "spanguard_send_failures",
+            "Sends that failed after every attempt, by target",
+            ["target"],
             registry=r,
         )
+        self.agent_crashes = Counter(
+            "spanguard_agent_crashes",
+            "Long-running tasks of the worker that ended with an exception",
+            ["agent"],
+            registry=r,
+        )
+        self._rules = sorted(set(rules))
         self._children: dict[tuple[int, tuple[str, ...]], Counter] = {}
+        self._born: set[str] = set()
+        for reason in RejectReason:
+            self.dead_letters.labels(reason.value)
+        for target in SEND_TARGETS:
+            self.send_failures.labels(target)
+        for agent in AGENTS:
+            self.agent_crashes.labels(agent)
+        self.set_active_alerts(())
         if figures is not None:
             r.register(_EngineCollector(figures))
 
-    def observe_record(self, tenant: str | None, outputs: Sequence[OutputEvent]) -> None:
-        """Count one processed input record and the outputs it caused."""
+    def observe_record(
+        self, tenant: str | None, outputs: Sequence[OutputEvent], now: float | None = None
+    ) -> None:
+        """Count one processed input record and the outputs it caused (``now``: wall
+        time the outputs were produced, for the gate latency)."""
         child = self._child
-        child(self.events, self.tenant(tenant)).inc()
+        label = self.tenant(tenant)
+        self._birth(label)
+        child(self.events, label).inc()
         for event in outputs:
             if isinstance(event, IntegrityFault):
-                label = self.tenant(event.tenant)
+                label = self._tenant_of(event.tenant)
                 child(self.faults, label, event.kind.value, event.severity.value).inc()
             elif isinstance(event, EvictionDecided):
-                child(self.decisions, self.tenant(event.tenant), event.action.value).inc()
+                label = self._tenant_of(event.tenant)
+                child(self.decisions, label, event.action.value).inc()
+                for refusal in event.refused:
+                    child(self.refused, label, refusal.reason.value).inc()
+                if now is not None:
+                    self.gate_latency.observe(max(0.0, now - event.ts.timestamp()))
             elif isinstance(event, SpanPinned):
-                child(self.pins, self.tenant(event.tenant)).inc()
+                child(self.pins, self._tenant_of(event.tenant)).inc()
             elif isinstance(event, ScoresRecomputeRequested):
-                child(self.recomputes, self.tenant(event.tenant)).inc()
+                child(self.recomputes, self._tenant_of(event.tenant)).inc()
             elif isinstance(event, EventRejected):
                 child(self.dead_letters, event.reason.value).inc()
+
+    def send_failed(self, target: str) -> None:
+        """One send to ``target`` (see ``SEND_TARGETS``) failed after every attempt."""
+        self.send_failures.labels(target).inc()
+
+    def agent_crashed(self, agent: str) -> None:
+        """A long-running task of the worker ended with an exception."""
+        self.agent_crashes.labels(agent).inc()
+
+    def _tenant_of(self, tenant: str) -> str:
+        label = self.tenant(tenant)
+        self._birth(label)
+        return label
+
+    def _birth(self, label: str) -> None:
+        """Create every counter of a tenant label at 0, once."""
+        if label in self._born:
+            return
+        self._born.add(label)
+        for kind in FaultKind:
+            self.faults.labels(label, kind.value, self.severities[kind].value)
+        for action in Action:
+            self.decisions.labels(label, action.value)
+        for reason in RefusalReason:
+            self.refused.labels(label, reason.value)
+        self.pins.labels(label)
+        self.recomputes.labels(label)
 
     def _child(self, metric: Counter, *labels: str) -> Counter:
         # ``labels()`` takes a lock and validates on every call; this runs once per
@@ -194,16 +319,18 @@ class FleetMetrics:
         return found
 
     def set_active_alerts(self, active: Iterable[tuple[str, str]]) -> None:
-        """Replace the active-alert gauge with counts of (rule, severity) pairs."""
-        counts: dict[tuple[str, str], int] = {}
+        """Set the active-alert gauge to the counts of (rule, severity) pairs; every
+        known rule and every pair seen before stays exposed, at 0 when not firing."""
+        counts: dict[tuple[str, str], int] = dict.fromkeys(self._rules, 0)
         for key in active:
             counts[key] = counts.get(key, 0) + 1
-        self.active_alerts.clear()
         for (rule, severity), n in counts.items():
             self.active_alerts.labels(rule, severity).set(n)
+        self._rules = sorted(counts)
 
     def set_consumer_lag(self, lag: dict[int, int]) -> None:
-        """Replace the lag gauge with ``{partition: records behind}``."""
+        """Replace the lag gauge with ``{partition: records behind}`` (a revoked
+        partition's series goes: another worker reports it)."""
         self.consumer_lag.clear()
         for partition, behind in sorted(lag.items()):
             self.consumer_lag.labels(str(partition)).set(behind)

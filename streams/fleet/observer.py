@@ -13,7 +13,8 @@ decoded model, about 9 us per record in all. It never raises into the processor.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -26,6 +27,11 @@ from streams.fleet.observations import parse_ts
 from streams.fleet.recent import RecentRecords, input_summary, outputs_summary
 
 log = logging.getLogger(__name__)
+
+INPUT_TYPES = frozenset(
+    ("span.added", "scores.computed", "context.rewritten", "eviction.requested", "session.closed")
+)
+INVALID_TYPE = "invalid"
 
 
 class ProcessorObserver(Protocol):
@@ -54,6 +60,7 @@ class RecordObserver:
         self.recent = recent
         self._read_cycles = cycles
         self._cycles, self._healthy = cycles()
+        self._types: list[str] = []
 
     def record(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
         """Observe one processed record (see the module docstring)."""
@@ -63,15 +70,18 @@ class RecordObserver:
             log.exception("fleet observer failed on a record; it is skipped")
 
     def batch(self, records: int, seconds: float) -> None:
-        """Record the processing latency of each record of a finished batch."""
-        for _ in range(records):
-            self.metrics.latency.observe(seconds)
+        """Record the processing latency of each record of a finished batch, by type."""
+        types, self._types = self._types, []
+        types += [INVALID_TYPE] * (records - len(types))
+        for type_name in types[:records]:
+            self.metrics.latency.labels(type_name).observe(seconds)
 
     def _observe(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
         data = _parse(value)
         tenant = _text(data, "tenant")
         session = _text(data, "session_id")
-        self.metrics.observe_record(tenant, outputs)
+        self._types.append(input_type(data))
+        self.metrics.observe_record(tenant, outputs, time.time())
         cycles, healthy = self._cycle_delta()
         if data is None or tenant is None or session is None:
             return
@@ -92,6 +102,12 @@ class RecordObserver:
         healthy = max(0, healthy_total - self._healthy)
         self._cycles, self._healthy = closed, healthy_total
         return cycles, min(healthy, cycles)
+
+
+def input_type(data: dict[str, Any] | None) -> str:
+    """The record's event type as a bounded label: a contract type, else ``invalid``."""
+    type_name = data.get("type") if data is not None else None
+    return type_name if type_name in INPUT_TYPES else INVALID_TYPE
 
 
 def _parse(value: bytes | None) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """Fleet workers as real subprocesses on the test broker, their settings, reading
-their alerts, and a webhook receiver."""
+their alerts, and a stand-in for Alertmanager's API."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def fleet_env(
         tick_seconds=0.5,
         grace_seconds=GRACE_SECONDS,
         rules_file=rules,
-        webhook_url=hook,
-        webhook_attempts=5,
+        alertmanager_urls=[hook],
+        alertmanager_attempts=5,
     )
     return {
         "SPANGUARD_BROKER": f"kafka://{bootstrap}",
@@ -148,14 +148,15 @@ class Http:
 
 @dataclass
 class WebhookReceiver:
-    """A local HTTP server that records every POSTed JSON body (an Alertmanager receiver)."""
+    """A local HTTP server that records every POSTed JSON body (as Alertmanager's
+    ``/api/v2/alerts`` would receive them: arrays of postable alerts)."""
 
     received: list[dict[str, Any]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
     def start(self) -> str:
-        """Serve on a free port; returns the webhook URL."""
+        """Serve on a free port; returns its base URL."""
         received = self.received
         lock = threading.Lock()
 
@@ -174,7 +175,7 @@ class WebhookReceiver:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:
         """Stop serving and join the thread."""

@@ -11,8 +11,9 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -200,14 +201,27 @@ def test_alerts_are_fleet_wide_and_sent_exactly_once(cluster: Cluster) -> None:
     events = [_metric(h, "spanguard_events_total") for h in cluster.http]
     assert all(n > 0 for n in events) and sum(events) == len(cluster.lines)
 
-    # The Alertmanager webhook received the same alerts.
+    # Alertmanager's API received every alert (as arrays of postable alerts): each
+    # firing (rule, tenant), and each resolved one with its endsAt in the past.
+    firing = {(rule, tenant) for _, rule, tenant, status in expected if status == "firing"}
+    resolved = {(rule, tenant) for _, rule, tenant, status in expected if status == "resolved"}
+
+    def posted() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        alerts = [a for body in list(cluster.webhook.received) for a in body]
+        keys = {(a["labels"]["alertname"], a["labels"]["tenant"]) for a in alerts}
+        ended = {(a["labels"]["alertname"], a["labels"]["tenant"]) for a in alerts if _ended(a)}
+        return keys, ended
+
     deadline = time.monotonic() + 30
-    while len(cluster.webhook.received) < len(expected) and time.monotonic() < deadline:
+    while posted() != (firing, resolved) and time.monotonic() < deadline:
         time.sleep(0.1)
-    posted = sorted(
-        (p["alerts"][0]["annotations"]["alert_id"], p["status"]) for p in cluster.webhook.received
-    )
-    assert posted == sorted((alert_id, status) for alert_id, _, _, status in expected)
+    assert posted() == (firing, resolved)
+
+
+def _ended(alert: dict[str, Any]) -> bool:
+    """A resolved postable alert: its endsAt is not in the future of its post."""
+    ends = datetime.fromisoformat(alert["endsAt"].replace("Z", "+00:00")).timestamp()
+    return ends <= time.time()
 
 
 def _metric(http: Http, name: str, **labels: str) -> float:

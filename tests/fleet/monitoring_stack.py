@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -20,8 +21,14 @@ from typing import Any
 
 import pytest
 
+from streams.engine.engine import Engine
+from streams.fleet.metrics import FleetMetrics
+from streams.fleet.observer import engine_figures
 from streams.kafka.broker import free_ports
 
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spanguard.json"
+GRAFANA_MACROS = {"$__rate_interval": "1m", "$__range": "5m", "$tenant": ".*"}
 PACKAGES = {
     "prometheus": "prometheus",
     "promtool": "prometheus",
@@ -133,3 +140,27 @@ def prometheus(tmp: Path, config: str, rule_files: Sequence[Path] = ()) -> Itera
     ]
     with running(argv, f"{url}/-/ready", home / "prometheus.log"):
         yield url
+
+
+def exposed_metrics() -> set[str]:
+    """Series names a worker exposes after one tenant's records (counters born at 0)."""
+    metrics = FleetMetrics(5, engine_figures(Engine()), rules=[("r", "warning")])
+    metrics.observe_record("t", [], time.time())
+    metrics.set_consumer_lag({0: 0})
+    metrics.gate_latency.observe(0.1)
+    metrics.latency.labels("span.added").observe(0.1)
+    text = metrics.render().decode()
+    return set(re.findall(r"^(\w+?)(?:\{| )", text, re.M))
+
+
+def dashboard_queries() -> list[str]:
+    """Every PromQL query of the Grafana dashboard, Grafana's variables filled in."""
+    board = json.loads(DASHBOARD.read_text())
+    queries = []
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            for macro, value in GRAFANA_MACROS.items():
+                expr = expr.replace(macro, value)
+            queries.append(expr)
+    return queries

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ from tests.fleet.cluster import (
     read_alerts,
     spawn_fleet_worker,
 )
+from tests.fleet.monitoring_stack import alertmanager, dashboard_queries, http_json, prometheus
 from tests.fleet.traces import Run, run, shifted
 
 if TYPE_CHECKING:
@@ -312,3 +314,99 @@ def test_api_fleet_view_session_inspector_and_probes(cluster: Cluster) -> None:
     assert b.get(session, auth=False)[0] == 401
     text = orjson.dumps(first).decode()
     assert "account 8841-C" not in text and "order 55012" not in text
+
+
+def test_real_prometheus_scrapes_the_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """Debian's Prometheus scrapes both workers (bearer token), evaluates every shipped
+    rule without error and fires the critical-fault backstop; every Grafana query
+    evaluates; Alertmanager (the shipped config) inhibits the backstop where the
+    fleet monitor's own critical-fault alert of the tenant is active."""
+    rules = ROOT / "deploy" / "prometheus" / "spanguard-rules.yml"
+    with alertmanager(
+        tmp_path, config=(ROOT / "deploy/alertmanager/alertmanager.yml").read_text()
+    ) as am:
+        targets = ", ".join(f'"127.0.0.1:{h.port}"' for h in cluster.http)
+        config = f"""
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{rules.name}]
+alerting:
+  alertmanagers: [{{static_configs: [{{targets: ["{am.removeprefix("http://")}"]}}]}}]
+scrape_configs:
+  - job_name: spanguard
+    authorization: {{credentials: "{TOKEN}"}}
+    static_configs: [{{targets: [{targets}]}}]
+"""
+        with prometheus(tmp_path, config, [rules]) as prom:
+
+            def query(expr: str) -> list[dict[str, Any]]:
+                url = f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}"
+                answer = http_json(url)
+                assert answer["status"] == "success", (expr, answer)
+                return list(answer["data"]["result"])
+
+            def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+                deadline = time.monotonic() + timeout
+                while not check():
+                    assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+                    time.sleep(0.5)
+
+            until(lambda: len(query('up{job="spanguard"} == 1')) == 2, "both workers up")
+            until(lambda: bool(query("sum(spanguard_events_total) > 0")), "events scraped")
+            events = float(query("sum(spanguard_events_total)")[0]["value"][1])
+            assert events == len(cluster.lines)
+
+            def evaluated() -> list[dict[str, Any]]:
+                groups = http_json(f"{prom}/api/v1/rules")["data"]["groups"]
+                return [r for g in groups for r in g["rules"]]
+
+            until(
+                lambda: all(r["lastEvaluation"] > "2000" for r in evaluated()),
+                "every rule evaluated",
+            )
+            # Evaluate once more after the first pass: no rule reports an error.
+            assert [(r["name"], r["health"], r.get("lastError", "")) for r in evaluated()] == [
+                (r["name"], "ok", "") for r in evaluated()
+            ]
+            for expr in dashboard_queries():
+                query(expr)  # raises on a query Prometheus rejects
+
+            critical = {
+                (f.tenant, f.kind.value)
+                for f in cluster.replay.outputs
+                if isinstance(f, IntegrityFault) and f.severity.value == "critical"
+            }
+            assert critical
+
+            def firing() -> set[tuple[str, str]]:
+                alerts = http_json(f"{prom}/api/v1/alerts")["data"]["alerts"]
+                return {
+                    (a["labels"]["tenant"], a["labels"]["kind"])
+                    for a in alerts
+                    if a["labels"]["alertname"] == "SpanguardCriticalFaults"
+                    and a["state"] == "firing"
+                }
+
+            until(lambda: firing() == critical, "SpanguardCriticalFaults fires per tenant and kind")
+
+            # The fleet alerts the workers posted, replayed into the real Alertmanager
+            # (the cluster's workers post to a stand-in that records them).
+            posted = [a for body in list(cluster.webhook.received) for a in body]
+            live = [a for a in posted if a["labels"]["alertname"] == "critical" and not _ended(a)]
+            assert live
+            # The cluster's rule is named "critical"; the shipped config inhibits on the
+            # built-in rule's name.
+            live[-1]["labels"]["alertname"] = "critical-fault"
+            http_json(f"{am}/api/v2/alerts", [live[-1]])
+            tenant = live[-1]["labels"]["tenant"]
+
+            def backstop_state() -> str:
+                found = http_json(f"{am}/api/v2/alerts")
+                states = [
+                    a["status"]["state"]
+                    for a in found
+                    if a["labels"]["alertname"] == "SpanguardCriticalFaults"
+                    and a["labels"]["tenant"] == tenant
+                ]
+                return states[0] if states else "absent"
+
+            until(lambda: backstop_state() == "suppressed", "backstop inhibited")

@@ -17,7 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import AlertWindow, Severity
+from schemas import (
+    AlertWindow,
+    EvictionDecided,
+    IntegrityFault,
+    OutputEvent,
+    ScoresRecomputeRequested,
+    Severity,
+    SpanPinned,
+)
 from streams.fleet.observations import Observation, to_datetime
 from streams.fleet.topk import SpaceSaving
 
@@ -56,6 +64,8 @@ class WindowCounts:
     decisions: dict[str, int] = field(default_factory=dict)
     pins: int = 0
     recomputes: int = 0
+    refused: int = 0
+    """Spans the gate refused to evict (the ``refused`` entries of decisions)."""
     sessions: int = 0
     events: int = 0
     cycles: int = 0
@@ -75,8 +85,8 @@ class WindowCounts:
             key = f"{kind}|{severity}"
             self.faults[key] = self.faults.get(key, 0) + 1
             if obs.session_id is not None:
-                self._sample(f"kind:{kind}", obs.session_id, sample_size)
-                self._sample(f"severity:{severity}", obs.session_id, sample_size)
+                self.add_sample(f"kind:{kind}", obs.session_id, sample_size)
+                self.add_sample(f"severity:{severity}", obs.session_id, sample_size)
                 self.top.add(obs.session_id, SEVERITY_WEIGHT.get(severity, 1))
         elif obs.kind == "decision":
             action = obs.action or "UNKNOWN"
@@ -91,13 +101,58 @@ class WindowCounts:
             self.cycles += obs.cycles
             self.healthy += obs.healthy
             for session in obs.unhealthy_sessions:
-                self._sample("unhealthy", session, sample_size)
+                self.add_sample("unhealthy", session, sample_size)
         else:
             return False
         self.last_ts = max(self.last_ts, obs.ts)
         return True
 
-    def _sample(self, key: str, session: str, size: int) -> None:
+    def count_output(self, event: OutputEvent, sample_size: int) -> None:
+        """Count one engine output (fault, pin, recompute request, decision)."""
+        if isinstance(event, IntegrityFault):
+            kind, severity = event.kind.value, event.severity.value
+            key = f"{kind}|{severity}"
+            self.faults[key] = self.faults.get(key, 0) + 1
+            self.add_sample(f"kind:{kind}", event.session_id, sample_size)
+            self.add_sample(f"severity:{severity}", event.session_id, sample_size)
+            self.top.add(event.session_id, SEVERITY_WEIGHT.get(severity, 1))
+        elif isinstance(event, EvictionDecided):
+            action = event.action.value
+            self.decisions[action] = self.decisions.get(action, 0) + 1
+            if event.refused:
+                self.refused += len(event.refused)
+        elif isinstance(event, SpanPinned):
+            self.pins += 1
+        elif isinstance(event, ScoresRecomputeRequested):
+            self.recomputes += 1
+        else:
+            return
+        self.last_ts = max(self.last_ts, event.ts.timestamp())
+
+    def merge(self, other: WindowCounts, sample_size: int) -> None:
+        """Add another partial count of the same tenant window (from another worker
+        or another checkpoint): sums, sample unions (first ``sample_size``), and the
+        Space-Saving summaries merged."""
+        for key, n in other.faults.items():
+            self.faults[key] = self.faults.get(key, 0) + n
+        for key, n in other.decisions.items():
+            self.decisions[key] = self.decisions.get(key, 0) + n
+        self.pins += other.pins
+        self.recomputes += other.recomputes
+        self.refused += other.refused
+        self.sessions += other.sessions
+        self.events += other.events
+        self.cycles += other.cycles
+        self.healthy += other.healthy
+        for key, sessions in other.samples.items():
+            for session in sessions:
+                self.add_sample(key, session, sample_size)
+        if other.top.counters:
+            self.top = SpaceSaving.merged([self.top, other.top], self.top.capacity)
+        self.last_ts = max(self.last_ts, other.last_ts)
+
+    def add_sample(self, key: str, session: str, size: int) -> None:
+        """Remember ``session`` under the sample ``key`` (the first ``size`` distinct)."""
         sample = self.samples.setdefault(key, [])
         if len(sample) < size and session not in sample:
             sample.append(session)
@@ -158,6 +213,7 @@ class WindowCounts:
             "decisions": self.decisions,
             "pins": self.pins,
             "recomputes": self.recomputes,
+            "refused": self.refused,
             "sessions": self.sessions,
             "events": self.events,
             "cycles": self.cycles,
@@ -176,6 +232,7 @@ class WindowCounts:
             decisions={str(k): int(v) for k, v in data.get("decisions", {}).items()},
             pins=int(data.get("pins", 0)),
             recomputes=int(data.get("recomputes", 0)),
+            refused=int(data.get("refused", 0)),
             sessions=int(data.get("sessions", 0)),
             events=int(data.get("events", 0)),
             cycles=int(data.get("cycles", 0)),
@@ -197,6 +254,7 @@ class WindowCounts:
             "decisions": dict(self.decisions),
             "pins": self.pins,
             "recomputes": self.recomputes,
+            "refused": self.refused,
             "sessions": self.sessions,
             "events": self.events,
             "cycles": self.cycles,

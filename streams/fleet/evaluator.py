@@ -16,7 +16,7 @@ tenant records) and restores it with :meth:`FleetEvaluator.restore`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,10 +88,30 @@ class FleetEvaluator:
         outcome = Outcome(obs.tenant)
         if obs.output_id is not None and self._duplicate(obs.output_id):
             return outcome
-        state = self._tenant(obs.tenant)
+        sample = self.settings.alert_sample_sessions
+        return self._update(obs.tenant, obs.ts, obs.ts, lambda c: c.add(obs, sample), now)
+
+    def merge(self, tenant: str, start: float, partial: WindowCounts, now: float) -> Outcome:
+        """Add a worker's partial counts of one tenant window (``start``: the window's
+        start) and evaluate the rules they may trigger."""
+        sample = self.settings.alert_sample_sessions
+        ts = partial.last_ts or start
+        return self._update(tenant, start, ts, lambda c: c.merge(partial, sample), now)
+
+    def _update(
+        self,
+        tenant: str,
+        at: float,
+        ts: float,
+        update: Callable[[WindowCounts], object],
+        now: float,
+    ) -> Outcome:
+        """Update the window holding event time ``at`` with ``update``, judge the
+        instant rules on it, advance the watermark to ``ts`` and close what it passes."""
+        outcome = Outcome(tenant)
+        state = self._tenant(tenant)
         state.last_seen_wall = now
-        size = self.settings.window_seconds
-        window = window_of(obs.ts, size)
+        window = window_of(at, self.settings.window_seconds)
         newest = state.newest()
         if newest is not None and window.start <= newest - self.settings.retention_seconds:
             return outcome  # older than anything retained: nothing to add it to
@@ -99,16 +119,16 @@ class FleetEvaluator:
         if counts is None:
             counts = state.windows[window.start] = self._new_counts()
             self._prune(state)
-        counts.add(obs, self.settings.alert_sample_sessions)
+        update(counts)
         outcome.windows.append(window)
         if window.end > state.closed_through:
             # A late observation (its window already judged) is counted for the
             # views but judged no more: verdicts are final once a window closes.
             for rule in self.rules:
                 if rule.instant:
-                    outcome.alerts.extend(self._verdict(state, rule, window, counts, obs.ts, now))
-        if state.watermark is None or obs.ts > state.watermark:
-            state.watermark = obs.ts
+                    outcome.alerts.extend(self._verdict(state, rule, window, counts, ts, now))
+        if state.watermark is None or ts > state.watermark:
+            state.watermark = ts
         closed_before = state.closed_through
         outcome.alerts.extend(
             self._close(state, state.watermark - self.settings.grace_seconds, now)
@@ -173,21 +193,43 @@ class FleetEvaluator:
         not known, so a tenant gets a full ``idle_seconds`` before its windows close.
         """
         self.tenants.clear()
+        return len(self.load(tenant_records, window_records, now))
+
+    def load(
+        self,
+        tenant_records: Iterable[tuple[str, dict[str, Any]]],
+        window_records: Iterable[tuple[str, float, dict[str, Any]]],
+        now: float,
+    ) -> set[str]:
+        """Like :meth:`restore`, but replaces only the tenants named in the records
+        (the others stay); returns them."""
+        loaded: set[str] = set()
         for tenant, record in tenant_records:
+            self.tenants.pop(tenant, None)
+            loaded.add(tenant)
             state = self._tenant(tenant)
             watermark = record.get("watermark")
             state.watermark = float(watermark) if watermark is not None else None
             state.closed_through = float(record.get("closed_through", 0.0))
             state.book.load(record.get("alerts", {}))
         for tenant, start, record in window_records:
+            if tenant not in loaded:
+                self.tenants.pop(tenant, None)
+                loaded.add(tenant)
             self._tenant(tenant).windows[float(start)] = WindowCounts.from_json(record)
-        for state in self.tenants.values():
+        for tenant in loaded:
+            state = self.tenants[tenant]
             state.last_seen_wall = now
             newest_ts = max((c.last_ts for c in state.windows.values()), default=None)
             if newest_ts is not None and (state.watermark is None or newest_ts > state.watermark):
                 state.watermark = newest_ts
             self._prune(state)
-        return len(self.tenants)
+        return loaded
+
+    def drop(self, tenants: Iterable[str]) -> None:
+        """Forget these tenants (their partition of the fleet topic went elsewhere)."""
+        for tenant in tenants:
+            self.tenants.pop(tenant, None)
 
     # -- internals -------------------------------------------------------
 

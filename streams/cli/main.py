@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from typing import Annotated
 
 import typer
 
@@ -12,6 +13,7 @@ from streams.cli.kafka_cmd import kafka_app
 from streams.cli.privacy import privacy_scan_command
 from streams.cli.replay import replay
 from streams.cli.sim_cli import quality, simulate
+from streams.fleet.metrics import build_version
 from streams.fleet.rules_cli import check_rules
 
 app = typer.Typer(
@@ -20,11 +22,26 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help: rich's panels print a type for every flag ("<bool>").
+    rich_markup_mode=None,
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"spanguard {build_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _runtime() -> None:
+def _runtime(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     # The engine allocates many small, long-lived objects (spans, index entries);
     # CPython's default generation-0 threshold of 700 collects far too often for it.
     gc.set_threshold(50_000, 20, 50)

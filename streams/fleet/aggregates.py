@@ -91,6 +91,7 @@ class WindowCounts:
         elif obs.kind == "decision":
             action = obs.action or "UNKNOWN"
             self.decisions[action] = self.decisions.get(action, 0) + 1
+            self.refused += obs.refused
         elif obs.kind == "pin":
             self.pins += 1
         elif obs.kind == "recompute":

@@ -18,14 +18,18 @@ from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.observations import to_datetime
 from streams.fleet.topk import SpaceSaving
 
-WORST = 10
-"""Sessions in the worst-sessions list."""
+WORST_PER_TENANT = 3
+"""Worst sessions listed per tenant (every listed tenant gets its own, so a quiet
+tenant is never pushed out of the list by a noisy one)."""
 SERIES_WINDOWS = 30
 """Windows in the chart's series (the newest ones)."""
+MIN_SERIES_WINDOWS = 10
+"""Windows the chart's axis spans at least."""
 MAX_TENANTS = 200
 """Tenants listed by default (the most faults in their newest window first)."""
 
-_TOTALS = ("faults", "events", "sessions", "cycles", "healthy_cycles")
+_TOTALS = ("faults", "events", "sessions", "cycles", "healthy_cycles", "refused", "pins")
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 def iso(ts: float | None) -> str | None:
@@ -43,6 +47,7 @@ def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
     alerts = []
     worst: list[dict[str, Any]] = []
     series: dict[float, dict[str, int]] = {}
+    severities: dict[str, str] = {}
     totals = dict.fromkeys(_TOTALS, 0)
     for name in sorted(evaluator.tenants):
         state = evaluator.tenants[name]
@@ -52,7 +57,15 @@ def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
             bucket = series.setdefault(start, {})
             for kind, n in counts.by_kind().items():
                 bucket[kind] = bucket.get(kind, 0) + n
+            for key in counts.faults:
+                kind, _, severity = key.partition("|")
+                if SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK.get(
+                    severities.get(kind, ""), -1
+                ):
+                    severities[kind] = severity
             totals["faults"] += counts.fault_total
+            totals["refused"] += counts.refused
+            totals["pins"] += counts.pins
             totals["events"] += counts.events
             totals["sessions"] += counts.sessions
             totals["cycles"] += counts.cycles
@@ -93,10 +106,10 @@ def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
                     "sessions": alert.sessions,
                 }
             )
-        merged = SpaceSaving.merged((state.windows[s].top for s in recent), WORST)
+        merged = SpaceSaving.merged((state.windows[s].top for s in recent), WORST_PER_TENANT)
         worst.extend(
             {"tenant": name, "session_id": session, "score": score, "error": error}
-            for session, score, error in merged.top(WORST)
+            for session, score, error in merged.top(WORST_PER_TENANT)
         )
     return {
         "window_seconds": size,
@@ -104,6 +117,7 @@ def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
         "alerts": alerts,
         "worst": worst,
         "series": [[start, kinds] for start, kinds in sorted(series.items())],
+        "severities": severities,
         "totals": totals,
     }
 
@@ -119,9 +133,10 @@ def merge_views(
             tenants.setdefault(tenant["tenant"], tenant)
     alerts = [a for p in parts for a in p.get("alerts", [])]
     alerts.sort(key=lambda a: (-_severity_rank(a["severity"]), a["tenant"], a["rule"]))
-    worst = [w for p in parts for w in p.get("worst", [])]
-    worst.sort(key=lambda w: (-w["score"], w["tenant"], w["session_id"]))
     ordered = sorted(tenants.values(), key=lambda t: (-_newest_faults(t), t["tenant"]))
+    listed = {t["tenant"] for t in ordered[:max_tenants]}
+    worst = [w for p in parts for w in p.get("worst", []) if w["tenant"] in listed]
+    worst.sort(key=lambda w: (-w["score"], w["tenant"], w["session_id"]))
     totals = dict.fromkeys(_TOTALS, 0)
     for part in parts:
         for key in _TOTALS:
@@ -131,7 +146,8 @@ def merge_views(
         "tenant_count": len(ordered),
         "tenants": ordered[:max_tenants],
         "alerts": alerts,
-        "worst_sessions": worst[:WORST],
+        "worst_sessions": worst,
+        "worst_per_tenant": WORST_PER_TENANT,
         "series": _series(parts, size),
         "totals": {
             "tenants": len(ordered),
@@ -139,6 +155,8 @@ def merge_views(
             "events": totals["events"],
             "session_windows": totals["sessions"],
             "cycles": totals["cycles"],
+            "refused": totals["refused"],
+            "pins": totals["pins"],
             "healthy_share": (
                 totals["healthy_cycles"] / totals["cycles"] if totals["cycles"] else None
             ),
@@ -155,18 +173,34 @@ def _series(parts: Sequence[dict[str, Any]], size: float) -> dict[str, Any]:
             bucket = summed.setdefault(float(start), {})
             for kind, n in kinds.items():
                 bucket[kind] = bucket.get(kind, 0) + int(n)
-    # A fixed, continuous axis ending at the newest window: windows in which
-    # nothing happened are zeros, not gaps, and one busy window is one bar.
+    # A continuous axis ending at the newest window: windows in which nothing
+    # happened are zeros, not gaps. It starts at the first window with data (at
+    # least MIN_SERIES_WINDOWS back, at most SERIES_WINDOWS), so a young fleet's
+    # bars are not squeezed against the right edge of an empty half hour.
     last = max(summed, default=None)
-    starts = [last - size * i for i in reversed(range(SERIES_WINDOWS))] if last is not None else []
+    starts: list[float] = []
+    if last is not None:
+        first = min(summed)
+        count = min(SERIES_WINDOWS, max(MIN_SERIES_WINDOWS, round((last - first) / size) + 1))
+        starts = [last - size * i for i in reversed(range(count))]
     per_minute = 60.0 / size
     by_kind: dict[str, list[float]] = {}
     for at, start in enumerate(starts):
         for kind, n in summed.get(start, {}).items():
             by_kind.setdefault(kind, [0.0] * len(starts))[at] = n * per_minute
+    severities: dict[str, str] = {}
+    for part in parts:
+        for kind, severity in part.get("severities", {}).items():
+            if SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK.get(severities.get(kind, ""), -1):
+                severities[kind] = severity
+    # Most severe kinds first (the chart stacks them at the bottom, the legend lists
+    # them first), then by name.
+    order = sorted(by_kind, key=lambda k: (-SEVERITY_RANK.get(severities.get(k, ""), 0), k))
     return {
         "starts": [iso(s) for s in starts],
-        "faults_per_minute_by_kind": dict(sorted(by_kind.items())),
+        "window_seconds": size,
+        "faults_per_minute_by_kind": {kind: by_kind[kind] for kind in order},
+        "severity_by_kind": {kind: severities.get(kind, "warning") for kind in order},
     }
 
 
@@ -176,4 +210,4 @@ def _newest_faults(tenant: dict[str, Any]) -> int:
 
 
 def _severity_rank(severity: str) -> int:
-    return {"critical": 2, "warning": 1}.get(severity, 0)
+    return SEVERITY_RANK.get(severity, 0)

@@ -49,6 +49,8 @@ class Observation:
     fault_kind: str | None = None
     severity: str | None = None
     action: str | None = None
+    refused: int = 0
+    """Spans a decision refused to evict."""
     # activity (a worker's batch for one tenant and window)
     events: int = 0
     sessions: int = 0
@@ -64,6 +66,8 @@ class Observation:
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
+        if self.refused:
+            data["refused"] = self.refused
         if self.kind == "activity":
             data.update(
                 events=self.events,
@@ -92,6 +96,7 @@ class Observation:
                 fault_kind=_opt_str(data.get("fault_kind")),
                 severity=_opt_str(data.get("severity")),
                 action=_opt_str(data.get("action")),
+                refused=int(data.get("refused", 0)),
                 events=int(data.get("events", 0)),
                 sessions=int(data.get("sessions", 0)),
                 cycles=int(data.get("cycles", 0)),
@@ -136,6 +141,7 @@ def observation_from_dict(data: dict[str, Any]) -> Observation | None:
         fault_kind=_opt_str(data.get("kind")) if kind == "fault" else None,
         severity=_opt_str(data.get("severity")) if kind == "fault" else None,
         action=_opt_str(data.get("action")) if kind == "decision" else None,
+        refused=len(data.get("refused") or []) if kind == "decision" else 0,
     )
 
 

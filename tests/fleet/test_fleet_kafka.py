@@ -36,6 +36,7 @@ from tests.fleet.cluster import (
     spawn_fleet_worker,
 )
 from tests.fleet.monitoring_stack import alertmanager, dashboard_queries, http_json, prometheus
+from tests.fleet.png import read_png
 from tests.fleet.traces import Run, run, shifted
 
 if TYPE_CHECKING:
@@ -128,7 +129,9 @@ def test_dashboard_in_headless_chromium(cluster: Cluster) -> None:
                 timeout=60_000,
             )
             legend = set(
-                page.eval_on_selector_all("#chart-legend span", "s => s.map(e => e.dataset.kind)")
+                page.eval_on_selector_all(
+                    "#chart-legend span[data-kind]", "s => s.map(e => e.dataset.kind)"
+                )
             )
             assert legend == injected
             page.wait_for_selector("#worst a.session-link", timeout=10_000)
@@ -163,11 +166,71 @@ def test_dashboard_in_headless_chromium(cluster: Cluster) -> None:
             assert page.locator("#timeline circle.event-marker").count() > 20
             assert page.locator("#spans tbody tr").count() >= 1
             assert page.locator("#lineage li").count() >= 1
+            check_what_the_dashboard_says(page)
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)
+            check_screenshot(page)
             assert errors == []
         finally:
             browser.close()
+
+
+OKABE_ITO = {"#D55E00", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7"}
+SEVERITY_ORDER = ["critical", "warning", "info"]
+
+
+def check_what_the_dashboard_says(page: Page) -> None:
+    """Critical kinds first, one time base (UTC) labelled, the weight explained, refused
+    evictions and pins per tenant, no silent cap."""
+    legend = page.eval_on_selector_all(
+        "#chart-legend span[data-kind]", "s => s.map(e => [e.dataset.kind, e.dataset.severity])"
+    )
+    severities = [severity for _, severity in legend]
+    assert (
+        severities == sorted(severities, key=SEVERITY_ORDER.index) and severities[0] == "critical"
+    )
+    assert "UTC" in page.text_content("#status") and "UTC" in page.text_content("#chart-caption")
+    assert "9 per critical fault" in page.text_content("#worst-caption")
+    worst_tenants = set(
+        page.eval_on_selector_all(
+            "#worst tbody tr td:first-child", "c => c.map(e => e.textContent)"
+        )
+    )
+    assert worst_tenants == set(TENANTS)  # every tenant keeps its worst sessions
+    refused = page.eval_on_selector_all("#tenants td.refused", "c => c.map(e => +e.textContent)")
+    pins = page.eval_on_selector_all("#tenants td.pins", "c => c.map(e => +e.textContent)")
+    assert len(refused) == len(TENANTS) and sum(refused) > 0 and sum(pins) > 0
+    assert page.text_content("#tenants-caption").startswith(f"all {len(TENANTS)} tenant")
+
+
+def check_screenshot(page: Page) -> None:
+    """In the pixels: every panel is drawn (not blank) and every legend swatch shows its
+    kind's colour (solid for critical kinds, stripes of it for the others)."""
+    for index in range(page.locator("section.panel:visible").count()):
+        shot = read_png(page.locator("section.panel:visible").nth(index).screenshot())
+        assert len(set(shot.region(0, 0, shot.width, shot.height))) > 8, f"panel {index} is blank"
+    legend = page.locator("#chart-legend")
+    shot = read_png(legend.screenshot())
+    swatches = page.eval_on_selector_all(
+        "#chart-legend svg.swatch",
+        """(all) => { const box = document.getElementById('chart-legend').getBoundingClientRect();
+          return all.map(s => { const r = s.getBoundingClientRect(); const rect = s.firstChild;
+            return [s.parentNode.dataset.kind, s.parentNode.dataset.severity,
+                    rect.getAttribute('stroke'), r.left - box.left, r.top - box.top,
+                    r.width, r.height]; }); }""",
+    )
+    assert swatches
+    critical = [colour for _, severity, colour, *_ in swatches if severity == "critical"]
+    assert len(set(critical)) == len(critical) and set(critical) <= OKABE_ITO
+    for kind, severity, colour, x, y, w, h in swatches:
+        want = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        inner = shot.region(round(x) + 3, round(y) + 3, round(w) - 6, round(h) - 6)
+        close = [p for p in inner if all(abs(a - b) <= 12 for a, b in zip(p, want, strict=True))]
+        share = len(close) / len(inner)
+        if severity == "critical":
+            assert share > 0.9, (kind, colour, share)
+        else:
+            assert 0.2 < share < 0.9, (kind, colour, share)  # stripes: colour and dark
 
 
 def open_timeline(page: Page, link: Locator) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streams.fleet.config import FleetSettings
 from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import SERIES_WINDOWS, local_view, merge_views
+from streams.fleet.fleet_view import MIN_SERIES_WINDOWS, SERIES_WINDOWS, local_view, merge_views
 from streams.fleet.observations import Observation
 from streams.fleet.rules import default_rules
 from streams.sim.scenarios import demo_fleet
@@ -34,12 +34,12 @@ def test_workers_parts_merge_into_the_fleet() -> None:
     }
     assert all(w["session_id"].startswith("sess-broken-") for w in fleet["worst_sessions"][:3])
     series = fleet["series"]
-    assert len(series["starts"]) == SERIES_WINDOWS
+    assert len(series["starts"]) == MIN_SERIES_WINDOWS  # all in one window: the shortest axis
     assert series["starts"][-1] == "2026-11-30T00:54:00Z"
     per_kind = series["faults_per_minute_by_kind"]
     total_faults = sum(w["faults"] for t in fleet["tenants"] for w in t["windows"])
     assert sum(sum(v) for v in per_kind.values()) == total_faults == fleet["totals"]["faults"]
-    assert all(v[:-1] == [0.0] * (SERIES_WINDOWS - 1) for v in per_kind.values())
+    assert all(v[:-1] == [0.0] * (MIN_SERIES_WINDOWS - 1) for v in per_kind.values())
     assert "REWRITE_WITHOUT_INVALIDATION" in per_kind
     assert fleet["totals"]["events"] == 240 and fleet["totals"]["cycles"] == 27
 
@@ -72,3 +72,36 @@ def test_empty_fleet() -> None:
     fleet = merge_views([local_view(FleetEvaluator(FleetSettings(), default_rules()))], 1)
     assert fleet["tenants"] == [] and fleet["series"]["starts"] == []
     assert fleet["unreachable_workers"] == 1
+
+
+def test_every_tenant_keeps_its_worst_sessions_and_critical_kinds_come_first() -> None:
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    # A noisy tenant with many bad sessions and a quiet one with a single warning.
+    for n in range(40):
+        kind = "UNGATED_EVICTION|critical" if n % 2 else "STALE_SCORE|warning"
+        k, severity = kind.split("|")
+        ev.handle(Observation("fault", "noisy", T0 + n, f"s{n}", f"f{n}", k, severity), 0.0)
+    ev.handle(Observation("fault", "quiet", T0, "q1", "q", "STALE_SCORE", "warning"), 0.0)
+    fleet = merge_views([local_view(ev)])
+    by_tenant = {w["tenant"] for w in fleet["worst_sessions"]}
+    assert by_tenant == {"noisy", "quiet"}
+    assert sum(w["tenant"] == "noisy" for w in fleet["worst_sessions"]) == fleet["worst_per_tenant"]
+    series = fleet["series"]
+    assert list(series["faults_per_minute_by_kind"]) == ["UNGATED_EVICTION", "STALE_SCORE"]
+    assert series["severity_by_kind"] == {"UNGATED_EVICTION": "critical", "STALE_SCORE": "warning"}
+
+
+def test_the_chart_axis_spans_the_data() -> None:
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    for w in (0, 14, 40):  # windows 0, 14 and 40 (window 0 falls out of the 30-window axis)
+        obs = Observation("fault", "t", T0 + 60 * w, "s", f"f{w}", "STALE_SCORE", "warning")
+        ev.handle(obs, 0.0)
+    starts = merge_views([local_view(ev)])["series"]["starts"]
+    assert len(starts) == SERIES_WINDOWS
+    ev = FleetEvaluator(FleetSettings(), default_rules())
+    for w in (0, 14):
+        obs = Observation("fault", "t", T0 + 60 * w, "s", f"f{w}", "STALE_SCORE", "warning")
+        ev.handle(obs, 0.0)
+    series = merge_views([local_view(ev)])["series"]
+    assert len(series["starts"]) == 15
+    assert series["faults_per_minute_by_kind"]["STALE_SCORE"][0] == 1.0

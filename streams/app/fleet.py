@@ -39,9 +39,10 @@ from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier,
 from streams.fleet.config import FleetSettings
 from streams.fleet.evaluator import FleetEvaluator, Outcome
 from streams.fleet.fleet_view import local_view
-from streams.fleet.metrics import FleetMetrics
+from streams.fleet.metrics import FleetMetrics, build_version
 from streams.fleet.observations import Observation, observation_from_output
 from streams.fleet.observer import RecordObserver, engine_cycles, engine_figures
+from streams.fleet.otel import OtlpLogExport
 from streams.fleet.recent import RecentRecords
 from streams.fleet.rules import Rule, load_rules
 from streams.fleet.session_view import session_view
@@ -300,6 +301,14 @@ def install_fleet(
             fleet_settings.alertmanager_resend_seconds,
             Links(fleet_settings.external_url),
         )
+    if fleet_settings.otlp_endpoint:
+        otlp = OtlpLogExport(
+            fleet_settings.otlp_endpoint,
+            headers={k: v.get_secret_value() for k, v in fleet_settings.otlp_headers.items()},
+            service_version=build_version(),
+            on_failure=lambda: metrics.send_failed("otlp"),
+        )
+        observer.export = otlp.export
     fleet = Fleet(
         settings=fleet_settings,
         topology=topology,

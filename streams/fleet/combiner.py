@@ -129,6 +129,8 @@ class FleetCombiner:
         """Sessions already counted per partition and (tenant, window), as of the
         partition's last checkpoint."""
         self._cycle_base: dict[int, tuple[int, int]] = {}
+        self.export: Callable[[dict[str, Any] | None, Sequence[OutputEvent]], None] | None = None
+        """Called with each record's input event and outputs (the OTLP export)."""
 
     # -- FleetHook -----------------------------------------------------------
 
@@ -176,6 +178,8 @@ class FleetCombiner:
             pending = self._pending[partition] = _PartitionCounts()
         pending.types.append((input_type(data), self._monotonic()))
         self.metrics.observe_record(tenant, outputs, self._clock())
+        if self.export is not None and outputs:
+            self.export(data, outputs)
         cycles, healthy = self._cycle_delta(partition)
         for event in outputs:
             if event.type == "event.rejected":

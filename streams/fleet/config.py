@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from streams.fleet.alertmanager import alerts_endpoint
+from streams.fleet.otel import logs_endpoint
 
 
 class FleetSettings(BaseModel):
@@ -78,6 +79,23 @@ class FleetSettings(BaseModel):
         description="how people reach the dashboard (e.g. https://spanguard.example); "
         "alerts link to it and to the session inspector",
     )
+
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP collector (e.g. http://collector:4318): faults, pins and "
+        "decisions are exported as OpenTelemetry log records (needs the otel extra)",
+    )
+    otlp_headers: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="headers of every OTLP request (e.g. an API key; never logged)",
+    )
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            logs_endpoint(url)  # raises ValueError with the URL
+        return url
 
     @field_validator("alertmanager_urls")
     @classmethod

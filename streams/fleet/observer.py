@@ -34,6 +34,10 @@ INPUT_TYPES = frozenset(
 INVALID_TYPE = "invalid"
 
 
+Export = Callable[[dict[str, Any] | None, Sequence[OutputEvent]], None]
+"""Receives each record's parsed input event (None when unreadable) and its outputs."""
+
+
 class ProcessorObserver(Protocol):
     """What the processor calls (``Processor.observer``)."""
 
@@ -61,6 +65,8 @@ class RecordObserver:
         self._read_cycles = cycles
         self._cycles, self._healthy = cycles()
         self._types: list[str] = []
+        self.export: Export | None = None
+        """Called with each record's input event and outputs (the OTLP export)."""
 
     def record(self, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
         """Observe one processed record (see the module docstring)."""
@@ -82,6 +88,8 @@ class RecordObserver:
         session = _text(data, "session_id")
         self._types.append(input_type(data))
         self.metrics.observe_record(tenant, outputs, time.time())
+        if self.export is not None and outputs:
+            self.export(data, outputs)
         cycles, healthy = self._cycle_delta()
         if data is None or tenant is None or session is None:
             return

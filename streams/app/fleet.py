@@ -90,9 +90,12 @@ class Fleet:
             closed=any((tenant, session_id) in e.stats.closed_sessions for e in engines),
         )
 
-    def local_view(self, windows: int = 1) -> dict[str, Any]:
-        """This worker's part of ``/fleet`` (each tenant's newest ``windows`` windows)."""
-        return local_view(self.evaluator, windows)
+    def local_view(
+        self, windows: int = 1, allowed: Callable[[str], bool] | None = None
+    ) -> dict[str, Any]:
+        """This worker's part of ``/fleet`` (each tenant's newest ``windows`` windows;
+        only the tenants ``allowed``, all by default)."""
+        return local_view(self.evaluator, windows, allowed)
 
     def ready(self) -> bool:
         """True while the data path makes progress (see :meth:`Runtime.health`)."""

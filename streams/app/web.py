@@ -10,16 +10,20 @@
 | ``GET /healthz`` | the process answers | open |
 | ``GET /readyz`` | 200 once past table recovery, else 503 | open |
 
-With ``api_token`` set, "token" routes want ``Authorization: Bearer <token>``.
-The server binds ``web_host`` (127.0.0.1 by default). No route returns span
-text: the state has none.
+With ``api_token`` (or fleet ``api_tokens``) set, "token" routes want
+``Authorization: Bearer <token>`` (401 otherwise); a token scoped to tenants
+reads only theirs (403 for another tenant's session or ``?tenant=``; ``/fleet``
+lists its tenants only; ``/metrics`` is the admin token's). See
+:mod:`streams.fleet.auth`. The server binds ``web_host`` (127.0.0.1 by
+default). No route returns span text: the state has none.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
+import contextlib
 import logging
+from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +31,7 @@ import aiohttp
 import faust
 from yarl import URL
 
+from streams.fleet.auth import Authorizer, Scope
 from streams.fleet.fleet_view import MAX_TENANTS, merge_views
 
 if TYPE_CHECKING:
@@ -48,22 +53,23 @@ def dashboard_html() -> bytes:
 def install_web(topology: Topology, fleet: Fleet) -> None:
     """Register the API and the dashboard on the topology's app."""
     app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
-    token = topology.settings.api_token
-    secret = token.get_secret_value().encode("utf-8") if token is not None else None
+    authorizer = Authorizer(topology.settings.api_token, fleet.settings.api_tokens)
     page = dashboard_html()
 
-    def denied(view: Any, request: Any) -> Any | None:
-        """None when the request may pass, else the 401 response."""
-        if secret is None:
-            return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode("utf-8"), secret):
-            return None
-        return view.json(
-            {"error": "unauthorized", "detail": "send Authorization: Bearer <api_token>"},
+    def scope_of(view: Any, request: Any) -> tuple[Scope | None, Any | None]:
+        """(the request's scope, None) when it may pass, else (None, the 401 response)."""
+        scope = authorizer.scope(request.headers.get("Authorization"))
+        if scope is not None:
+            return scope, None
+        return None, view.json(
+            {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
             status=401,
             headers={"WWW-Authenticate": 'Bearer realm="spanguard"'},
+        )
+
+    def forbidden(view: Any, what: str) -> Any:
+        return view.json(
+            {"error": "forbidden", "detail": f"this token may not read {what}"}, status=403
         )
 
     class Dashboard(faust.web.View):
@@ -72,8 +78,11 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     class Metrics(faust.web.View):
         async def get(self, request: Any) -> Any:
-            if (refusal := denied(self, request)) is not None:
+            scope, refusal = scope_of(self, request)
+            if scope is None:
                 return refusal
+            if not scope.everything:  # the series span every tenant
+                return forbidden(self, "/metrics (it covers every tenant)")
             response = self.bytes(fleet.metrics.render())
             response.headers["Content-Type"] = METRICS_CONTENT_TYPE
             return response
@@ -82,18 +91,26 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     class FleetLocal(faust.web.View):
         async def get(self, request: Any) -> Any:
-            if (refusal := denied(self, request)) is not None:
+            scope, refusal = scope_of(self, request)
+            if scope is None:
                 return refusal
+            allowed = _allowed(scope, request.query.get("tenant"))
+            if allowed is None:
+                return forbidden(self, "this tenant")
             windows = _int_param(request, "windows", 1, 0, retention)
-            return self.json(fleet.local_view(windows), headers=_no_store())
+            return self.json(fleet.local_view(windows, allowed), headers=_no_store())
 
     class FleetAll(faust.web.View):
         async def get(self, request: Any) -> Any:
-            if (refusal := denied(self, request)) is not None:
+            scope, refusal = scope_of(self, request)
+            if scope is None:
                 return refusal
+            allowed = _allowed(scope, request.query.get("tenant"))
+            if allowed is None:
+                return forbidden(self, "this tenant")
             windows = _int_param(request, "windows", 1, 0, retention)
             tenants = _int_param(request, "tenants", MAX_TENANTS, 1, 100_000)
-            parts, unreachable = await _gather_parts(fleet, request, windows)
+            parts, unreachable = await _gather_parts(fleet, request, windows, allowed)
             return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
 
     async def session_view(view: Any, request: Any, tenant: str, session_id: str) -> Any:
@@ -110,11 +127,28 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
             {"error": "not_found", "tenant": tenant, "session_id": session_id}, status=404
         )
 
+    events_known = False
+
+    async def known_topic() -> None:
+        # Faust routes by the producer's partitioner, whose metadata only knows the
+        # topics the producer wrote to; the worker never writes <prefix>.events.
+        nonlocal events_known
+        if events_known:
+            return
+        with contextlib.suppress(Exception):  # then Faust answers 500, as before
+            producer = app.producer._ensure_producer()  # Faust keeps no public handle
+            await producer.partitions_for(topology.events.get_topic_name())
+            events_known = True
+
     class Session(faust.web.View):
         async def get(self, request: Any, tenant: str, session_id: str) -> Any:
-            if (refusal := denied(self, request)) is not None:
+            scope, refusal = scope_of(self, request)
+            if scope is None:
                 return refusal
-            return await session_view(self, request, tenant, session_id)
+            if not scope.allows(tenant):
+                return forbidden(self, "this tenant's sessions")
+            await known_topic()
+            return await session_here(self, request, tenant=tenant, session_id=session_id)
 
     class Healthz(faust.web.View):
         async def get(self, request: Any) -> Any:
@@ -163,8 +197,18 @@ def _int_param(request: Any, name: str, default: int, low: int, high: int) -> in
     return max(low, min(high, value))
 
 
+def _allowed(scope: Scope, tenant: str | None) -> Callable[[str], bool] | None:
+    """The tenant filter of a /fleet request (``?tenant=`` narrows it); None when the
+    request names a tenant its scope may not read (403)."""
+    if tenant is not None:
+        if not scope.allows(tenant):
+            return None
+        return lambda name: name == tenant
+    return scope.allows
+
+
 async def _gather_parts(
-    fleet: Fleet, request: Any, windows: int
+    fleet: Fleet, request: Any, windows: int, allowed: Callable[[str], bool]
 ) -> tuple[list[dict[str, Any]], int]:
     """This worker's part and every peer's ``/fleet/local``; peers that do not answer
     in time are counted as unreachable (the view is then partial)."""
@@ -173,11 +217,14 @@ async def _gather_parts(
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
     timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
+    tenant_query = {"tenant": request.query["tenant"]} if "tenant" in request.query else {}
 
     async def fetch(url: URL) -> dict[str, Any] | None:
         try:
+            # The caller's token goes along: each peer filters to the same scope.
+            query = {"windows": windows, **tenant_query}
             async with app.http_client.get(
-                url.with_path("/fleet/local").with_query(windows=windows),
+                url.with_path("/fleet/local").with_query(query),
                 headers=headers,
                 timeout=timeout,
             ) as response:
@@ -190,7 +237,7 @@ async def _gather_parts(
             return None
 
     peers = await asyncio.gather(*(fetch(url) for url in peer_urls(fleet)))
-    parts = [fleet.local_view(windows), *(p for p in peers if p is not None)]
+    parts = [fleet.local_view(windows, allowed), *(p for p in peers if p is not None)]
     return parts, sum(1 for p in peers if p is None)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from streams.fleet.alertmanager import alerts_endpoint
+from streams.fleet.auth import TenantToken
 from streams.fleet.otel import logs_endpoint
 
 
@@ -21,7 +22,8 @@ class FleetSettings(BaseModel):
     clock, because they exist for tenants whose events stopped.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validation errors must not echo what they refused (tokens, OTLP headers).
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     enabled: bool = Field(
         True, description="install fleet monitoring in the worker (checked by build_topology)"
@@ -88,6 +90,12 @@ class FleetSettings(BaseModel):
     otlp_headers: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="headers of every OTLP request (e.g. an API key; never logged)",
+    )
+
+    api_tokens: list[TenantToken] = Field(
+        default_factory=list,
+        description="bearer tokens scoped to tenants: each reads only its tenants' "
+        "sessions and /fleet rows (403 for others) and not /metrics",
     )
 
     @field_validator("otlp_endpoint")

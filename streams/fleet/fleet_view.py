@@ -10,7 +10,7 @@ tenant it lists only the newest ``windows`` windows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from streams.fleet.aggregates import Window
@@ -39,9 +39,12 @@ def iso(ts: float | None) -> str | None:
     return to_datetime(ts).isoformat().replace("+00:00", "Z")
 
 
-def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
-    """This worker's tenants, each with its newest ``windows`` windows, plus its
-    share of the series, totals, alerts and worst sessions."""
+def local_view(
+    evaluator: FleetEvaluator, windows: int = 1, allowed: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
+    """This worker's tenants (those ``allowed``, all by default), each with its newest
+    ``windows`` windows, plus their share of the series, totals, alerts and worst
+    sessions (computed over those tenants only)."""
     size = evaluator.settings.window_seconds
     tenants = []
     alerts = []
@@ -50,6 +53,8 @@ def local_view(evaluator: FleetEvaluator, windows: int = 1) -> dict[str, Any]:
     severities: dict[str, str] = {}
     totals = dict.fromkeys(_TOTALS, 0)
     for name in sorted(evaluator.tenants):
+        if allowed is not None and not allowed(name):
+            continue
         state = evaluator.tenants[name]
         recent = sorted(state.windows)[-SERIES_WINDOWS:]
         for start in recent:

@@ -34,6 +34,9 @@ rules:
 """
 """The rules of the real-broker tests: three that the demo fleet fires, one it must not."""
 TOKEN = "test-token-" + uuid.uuid4().hex[:8]
+TENANT_TOKEN = "tenant-0-token-" + uuid.uuid4().hex[:8]
+TOKEN_TENANT = "tenant-0"
+"""A token scoped to one tenant (fleet api_tokens)."""
 GRACE_SECONDS = 5.0
 
 
@@ -51,6 +54,8 @@ def fleet_env(
         alertmanager_urls=[hook],
         alertmanager_attempts=5,
     )
+    settings = json.loads(fleet.model_dump_json())  # secrets are masked in a dump: set it
+    settings["api_tokens"] = [{"token": TENANT_TOKEN, "tenants": [TOKEN_TENANT]}]
     return {
         "SPANGUARD_BROKER": f"kafka://{bootstrap}",
         "SPANGUARD_TOPIC_PREFIX": prefix,
@@ -62,7 +67,7 @@ def fleet_env(
         "SPANGUARD_WEB_HOST": "127.0.0.1",
         "SPANGUARD_WEB_PORT": str(port),
         "SPANGUARD_API_TOKEN": TOKEN,
-        "SPANGUARD_FLEET": fleet.model_dump_json(),
+        "SPANGUARD_FLEET": json.dumps(settings),
     }
 
 

@@ -27,7 +27,9 @@ from streams.kafka.workers import WorkerProcess
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     ROOT,
+    TENANT_TOKEN,
     TOKEN,
+    TOKEN_TENANT,
     Http,
     WebhookReceiver,
     expected_alerts,
@@ -473,3 +475,34 @@ scrape_configs:
                 return states[0] if states else "absent"
 
             until(lambda: backstop_state() == "suppressed", "backstop inhibited")
+
+
+def test_a_tenant_token_reads_only_its_tenant(cluster: Cluster) -> None:
+    own = Http(cluster.http[0].port, TENANT_TOKEN)
+    fleet = own.json("/fleet")
+    assert [t["tenant"] for t in fleet["tenants"]] == [TOKEN_TENANT]
+    assert {a["tenant"] for a in fleet["alerts"]} <= {TOKEN_TENANT}
+    assert {w["tenant"] for w in fleet["worst_sessions"]} == {TOKEN_TENANT}
+    mine = next(s for s in _sessions(cluster) if s[0] == TOKEN_TENANT)
+    other = next(s for s in _sessions(cluster) if s[0] != TOKEN_TENANT)
+    # Whichever worker owns the session, the answer is the same (routed or local).
+    for http in (Http(h.port, TENANT_TOKEN) for h in cluster.http):
+        assert http.get(f"/sessions/{mine[0]}/{mine[1]}")[0] == 200
+        status, body, _ = http.get(f"/sessions/{other[0]}/{other[1]}")
+        assert status == 403 and TENANT_TOKEN.encode() not in body
+        assert http.get(f"/fleet?tenant={other[0]}")[0] == 403
+        assert http.get("/fleet/local")[0] == 200
+        assert http.get("/metrics")[0] == 403
+    wrong = Http(cluster.http[0].port, TENANT_TOKEN + "x")
+    status, body, _ = wrong.get("/fleet")
+    assert status == 401 and TENANT_TOKEN.encode() not in body
+    # The admin token still reads every tenant.
+    assert len(cluster.http[0].json("/fleet")["tenants"]) == len(TENANTS)
+
+
+def _sessions(cluster: Cluster) -> list[tuple[str, str]]:
+    found = []
+    for line in cluster.lines:
+        event = orjson.loads(line)
+        found.append((event["tenant"], event["session_id"]))
+    return sorted(set(found))

@@ -1,63 +1,66 @@
-"""Fleet monitoring in the Faust worker: ``install_fleet(topology)``.
+"""Fleet monitoring in the worker: ``install_fleet(topology)``.
 
-What it adds to the app:
+What it adds (docs/monitoring.md, "How it works"):
 
-* ``<prefix>.fleet`` (declared by the worker, keyed by tenant): observations;
-* agent ``fleet-collect`` over the output topics (faults, pins, recompute,
-  decisions): one observation per output, re-keyed by tenant. Each worker only
-  processes its own partitions of the input, but every observation of a tenant
-  lands on the one partition of ``<prefix>.fleet`` that tenant hashes to, so
-  the aggregation is fleet-wide;
-* agent ``fleet-aggregate`` over ``<prefix>.fleet``: the
-  :class:`~streams.fleet.evaluator.FleetEvaluator` counts into tumbling windows
-  and evaluates the rules; its state is kept in two tables, ``fleet-windows``
-  (Faust windowed table, tumbling, expiring after the retention) and
-  ``fleet-alerts`` (per tenant: watermark, closed windows, alert states), and
-  alerts go to ``<prefix>.alerts`` keyed by tenant (and to Alertmanager, re-posted while firing);
-* timer ``fleet-tick``: flushes this worker's activity counts (active
-  sessions, rewrite cycles), sends ticks that close idle tenants' windows,
-  refreshes the lag and active-alert gauges;
-* the runtime's fleet hook (per-record metrics, timelines, activity), and
-  the web views of :mod:`streams.app.web` when the web server is enabled.
+* the runtime's fleet hook, a :class:`~streams.fleet.combiner.FleetCombiner`:
+  per record the worker's metrics, the inspector's ring of recent records and
+  the optional OTLP export; per checkpoint one partial count per tenant, which
+  the runtime writes to ``<prefix>.fleet`` in the checkpoint's transaction;
+* the aggregator (:class:`~streams.fleet.aggregator.FleetAggregator`), a
+  service of the app with its own transport: consumer group ``<app_id>-fleet``
+  on ``<prefix>.fleet`` (read committed), state changelog
+  ``<app_id>-fleet-state``; it sums the partials of the tenants of its
+  partitions, evaluates the rules, and writes ``fleet.alert`` records to
+  ``<prefix>.alerts`` in its own transactions (then to Alertmanager);
+* heartbeats on ``<prefix>.workers`` (:mod:`streams.fleet.membership`): how
+  ``/fleet`` and the session inspector find the other workers;
+* timer ``fleet-tick``: the active-alert and lag gauges, Alertmanager renewals;
+* the web views of :mod:`streams.app.web` when the web server is enabled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import timedelta
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schemas import DEFAULT_SEVERITY, FaultKind, FleetAlert, Severity
-from streams.codec import encode_output
-from streams.fleet.activity import ActivityTracker
-from streams.fleet.aggregates import Window
+from mode import Service
+
+from schemas import FaultKind, FleetAlert, Severity
+from streams.client.kafka_io import bootstrap_servers
+from streams.engine.config import EngineSettings
+from streams.fleet.aggregator import FleetAggregator
 from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
+from streams.fleet.combiner import FleetCombiner, partition_cycles
 from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator, Outcome
+from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.fleet_view import local_view
-from streams.fleet.metrics import FleetMetrics, build_version
-from streams.fleet.observations import Observation, observation_from_output
-from streams.fleet.observer import RecordObserver, engine_cycles, engine_figures
+from streams.fleet.membership import Members, MembershipService
+from streams.fleet.metrics import FleetMetrics, build_version, engine_figures
 from streams.fleet.otel import OtlpLogExport
 from streams.fleet.recent import RecentRecords
 from streams.fleet.rules import Rule, load_rules
 from streams.fleet.session_view import session_view
+from streams.runtime.config import RuntimeConfig
+from streams.runtime.kafka_transport import KafkaTransport
 
 if TYPE_CHECKING:
     from streams.app.topology import Topology
+    from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SOURCE_SUFFIXES = ("faults", "pins", "recompute", "decisions")
-"""Output topics the fleet counts (dead letters are counted by the metrics only)."""
 FLEET_SUFFIX = "fleet"
-"""``<prefix>.fleet``: the observations topic, keyed by tenant."""
-OBSERVATION_RETENTION = timedelta(days=1)
-"""Observations are consumed within seconds; a day covers any outage worth recovering."""
+"""``<prefix>.fleet``: the partials, keyed by tenant."""
+WORKERS_SUFFIX = "workers"
+"""``<prefix>.workers``: the heartbeats of the workers' web servers."""
+START_RETRY = 1.0
+"""Seconds between attempts to join the aggregator's group at start."""
 
 
 @dataclass
@@ -69,25 +72,22 @@ class Fleet:
     rules: list[Rule]
     metrics: FleetMetrics
     evaluator: FleetEvaluator
-    activity: ActivityTracker
+    combiner: FleetCombiner
     recent: RecentRecords
-    observer: RecordObserver
-    topic: Any
-    windows: Any
-    alert_table: Any
+    aggregator: FleetAggregator
+    members: Members
     alertmanager: AlertmanagerNotifier | None = None
-    restored_tenants: int = 0
-    _pending: dict[str, set[Window]] = field(default_factory=dict, init=False, repr=False)
+    otlp: OtlpLogExport | None = None
 
     def session(self, tenant: str, session_id: str) -> dict[str, Any] | None:
         """The inspector's view of a session this worker processes, or None."""
-        engines = self.topology.runtime.engines()
+        runtime = self.topology.runtime
         return session_view(
             tenant,
             session_id,
-            self.topology.runtime.session(tenant, session_id),
+            runtime.session(tenant, session_id),
             self.recent.get(tenant, session_id),
-            closed=any((tenant, session_id) in e.stats.closed_sessions for e in engines),
+            closed=any((tenant, session_id) in e.stats.closed_sessions for e in runtime.engines()),
         )
 
     def local_view(
@@ -102,20 +102,10 @@ class Fleet:
         ready, _ = self.topology.runtime.health()
         return ready
 
-    # -- used by the agents ---------------------------------------------
-
-    async def publish(self, alerts: Iterable[FleetAlert]) -> None:
-        """Send alerts to ``<prefix>.alerts`` (keyed by tenant), acknowledged, then to
-        Alertmanager in the background."""
-        topic = self.topology.outputs["alerts"]
+    def on_alerts(self, alerts: list[FleetAlert]) -> None:
+        """Alerts the aggregator committed: count, log, post to Alertmanager."""
         changed = []
         for alert in alerts:
-            try:
-                ack = await topic.send(key=alert.tenant.encode("utf-8"), value=encode_output(alert))
-                await ack
-            except Exception:
-                self.metrics.send_failed("alerts_topic")
-                raise
             self.metrics.alerts.labels(alert.rule, alert.severity.value, alert.status).inc()
             log.info(
                 "fleet alert %s %s tenant=%s count=%d",
@@ -130,86 +120,78 @@ class Fleet:
         if self.alertmanager is not None and changed:
             self.alertmanager.submit(changed, time.time())
 
-    def renew_alerts(self, now: float) -> None:
-        """Re-post every firing alert to Alertmanager when the resend interval is up."""
+    def tick(self, now: float) -> None:
+        """The timer's work: gauges and Alertmanager renewals."""
+        active = self.evaluator.active_alerts()
+        self.metrics.set_active_alerts((a.rule, a.severity.value) for _, a in active)
         if self.alertmanager is not None:
-            self.alertmanager.renew(self.evaluator.active_alerts(), now)
-
-    def persist(self, outcome: Outcome, flush: bool = False) -> None:
-        """Write what the outcome changed to the tables (inside the agent's stream).
-
-        Window counts change with every observation; writing each change would
-        put one changelog record per observation on the wire. They are written
-        when the tenant's record changes (alerts, closed windows) and otherwise
-        on the next tick (``flush``), at most ``tick_seconds`` later. A crash in
-        between loses those counts, never an alert's state.
-        """
-        tenant = outcome.tenant
-        pending = self._pending.setdefault(tenant, set())
-        pending.update(outcome.windows)
-        if not (flush or outcome.alerts or outcome.tenant_changed):
-            return
-        size = self.settings.window_seconds
-        for window in sorted(pending):
-            counts = self.evaluator.counts(tenant, window)
-            if counts is not None:
-                # Faust names a tumbling window (start, start + size - 0.1).
-                self.windows[tenant][(window.start, window.start + size - 0.1)] = counts.to_json()
-        del self._pending[tenant]
-        if outcome.tenant_changed and tenant in self.evaluator.tenants:
-            self.alert_table[tenant] = self.evaluator.tenant_record(tenant)
-
-    def pending_tenants(self) -> list[str]:
-        """Tenants with window counts not yet written."""
-        return [tenant for tenant, windows in self._pending.items() if windows]
-
-    def restore(self) -> int:
-        """Rebuild the evaluator from this worker's (active) table partitions."""
-        owned = self._owned()
-        tenant_records = [
-            (str(k), v) for k, v in self.alert_table.items() if isinstance(v, dict) and owned(k)
-        ]
-        window_records = []
-        for key, value in self.windows.table.items():
-            parsed = _window_key(key)
-            if parsed is not None and isinstance(value, dict) and owned(parsed[0]):
-                window_records.append((parsed[0], parsed[1], value))
-        self.restored_tenants = self.evaluator.restore(tenant_records, window_records, time.time())
-        self._pending.clear()
-        return self.restored_tenants
-
-    def _owned(self) -> Callable[[Any], bool]:
-        """Whether a tenant's partition of ``<prefix>.fleet`` is active on this worker.
-
-        The RocksDB store iterates active partitions only, the memory store also
-        standbys: a standby's tenants must not appear twice in ``/fleet``.
-        """
-        app: Any = self.topology.app
-        name = self.topic.get_topic_name()
-        try:
-            actives = app.assignor.assigned_actives()
-            producer = app.producer
-        except AttributeError:
-            return lambda _tenant: True
-
-        def owned(tenant: Any) -> bool:
-            if not isinstance(tenant, str):
-                return False
-            try:
-                return producer.key_partition(name, tenant.encode("utf-8")) in actives
-            except Exception:  # no metadata yet: keep it rather than lose it
-                return True
-
-        return owned
+            self.alertmanager.renew(active, now)
 
     async def consumer_lag(self) -> dict[int, int]:
         """Records behind the broker's log end, per owned partition of ``<prefix>.events``."""
         runtime = self.topology.runtime
         lag: dict[int, int] = {}
-        with contextlib.suppress(Exception):  # no answer from the broker: no figure
-            for partition, position in runtime.positions().items():
-                lag[partition] = await runtime.transport.lag({partition: position})
+        positions = runtime.positions()
+        answers = await asyncio.gather(
+            *(runtime.transport.lag({p: position}) for p, position in positions.items()),
+            return_exceptions=True,
+        )
+        for partition, answer in zip(positions, answers, strict=True):
+            if isinstance(answer, int):  # no answer from the broker: no figure
+                lag[partition] = answer
         return lag
+
+
+class FleetService(Service):
+    """Runs the aggregator (and the heartbeats) inside the Faust app."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        transport: KafkaTransport,
+        membership: MembershipService | None,
+        tick_seconds: float,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.fleet = fleet
+        self.transport = transport
+        self.membership = membership
+        self.tick_seconds = tick_seconds
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def on_start(self) -> None:
+        if self.membership is not None:
+            self.membership.start()
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        aggregator = self.fleet.aggregator
+        with counted_crash(self.fleet.metrics, "fleet-aggregate"):
+            # <prefix>.fleet is created by the data path's transport: wait for it.
+            while not self._stopping.is_set():
+                try:
+                    await self.transport.start(aggregator.assign, aggregator.revoke)
+                    break
+                except Exception as exc:
+                    log.info("fleet: aggregator not started yet (%r); retrying", exc)
+                    await asyncio.sleep(START_RETRY)
+            await aggregator.run(self._stopping, self.tick_seconds)
+
+    async def on_stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._task), 8.0)
+            self._task.cancel()
+        await self.transport.stop()
+        if self.membership is not None:
+            await self.membership.stop()
+        if self.fleet.alertmanager is not None:
+            await self.fleet.alertmanager.close()
+        if self.fleet.otlp is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.fleet.otlp.shutdown)
 
 
 @contextlib.contextmanager
@@ -222,72 +204,71 @@ def counted_crash(metrics: FleetMetrics, agent: str) -> Iterator[None]:
         raise
 
 
-def _severities(engine: Any) -> dict[FaultKind, Severity]:
+def advertised_url(settings: Settings) -> str:
+    """How the other workers reach this worker's web server."""
+    host = settings.web_host
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"http://{host}:{settings.web_port}"
+
+
+def _severities(settings: EngineSettings) -> dict[FaultKind, Severity]:
     """Each fault kind's severity as the engine is configured."""
-    settings = getattr(engine, "settings", None)
-    if settings is None or not hasattr(settings, "severity"):
-        return dict(DEFAULT_SEVERITY)
     return {kind: settings.severity(kind) for kind in FaultKind}
-
-
-def _window_key(key: Any) -> tuple[str, float] | None:
-    # Keys come back as (tenant, (start, end)) or, decoded from JSON, as lists.
-    if isinstance(key, (list, tuple)) and len(key) == 2:
-        tenant, window = key
-        if isinstance(tenant, str) and isinstance(window, (list, tuple)) and window:
-            return tenant, float(window[0])
-    return None
 
 
 def install_fleet(
     topology: Topology, settings: FleetSettings | None = None, rules: list[Rule] | None = None
 ) -> Fleet:
-    """Add fleet monitoring to the topology's app (call before the worker starts).
+    """Add fleet monitoring to the topology (call before the worker starts).
 
-    ``settings`` default to ``topology.settings.fleet`` (or the defaults),
-    ``rules`` to the rules file they name (or the built-in rules). Raises
+    ``settings`` default to ``topology.settings.fleet``, ``rules`` to the rules
+    file they name (or the built-in rules). Raises
     :class:`~streams.fleet.rules.RuleError` on an invalid rules file.
     """
-    fleet_settings = settings or FleetSettings.from_settings(topology.settings)
+    conf = topology.settings
+    fleet_settings = settings or FleetSettings.from_settings(conf)
     fleet_rules = rules if rules is not None else load_rules(fleet_settings.rules_file)
     app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
-    conf = topology.settings
-    engine = topology.processor.engine
-    figures = engine_figures(engine)
+    runtime = topology.runtime
     metrics = FleetMetrics(
         fleet_settings.max_tenant_labels,
-        figures,
-        severities=_severities(engine),
+        engine_figures(runtime.engines),
+        severities=_severities(conf.engine_settings()),
         rules=[(rule.name, rule.alert_severity.value) for rule in fleet_rules],
     )
-    activity = ActivityTracker(fleet_settings.window_seconds, fleet_settings.alert_sample_sessions)
     recent = RecentRecords(fleet_settings.ring_size, fleet_settings.ring_sessions)
-    observer = RecordObserver(metrics, activity, recent, engine_cycles(topology.runtime.engines))
-    evaluator = FleetEvaluator(fleet_settings, fleet_rules)
-
-    raw: dict[str, Any] = {
-        "key_type": bytes,
-        "value_type": bytes,
-        "key_serializer": "raw",
-        "value_serializer": "raw",
-    }
-    fleet_topic = app.topic(
-        conf.topic(FLEET_SUFFIX),
-        partitions=conf.partitions,
-        internal=True,  # declared by the worker, with the input's partition count
-        retention=OBSERVATION_RETENTION,
-        **raw,
+    combiner = FleetCombiner(
+        fleet_settings.window_seconds,
+        metrics,
+        recent,
+        partition_cycles(lambda p: runtime.parts[p].engine if p in runtime.parts else None),
+        sample_size=fleet_settings.alert_sample_sessions,
+        top_sessions=fleet_settings.top_sessions,
     )
-    sources = app.topic(*(conf.topic(s) for s in SOURCE_SUFFIXES), **raw)
-    windows = app.Table(
-        "fleet-windows",
+    evaluator = FleetEvaluator(fleet_settings, fleet_rules)
+    state_topic = f"{conf.app_id}-fleet-state"
+    transport = KafkaTransport(
+        bootstrap_servers(conf.broker),
+        RuntimeConfig(
+            input_topic=conf.topic(FLEET_SUFFIX),
+            output_topics={},
+            changelog_topic=state_topic,
+            io_timeout=conf.io_timeout,
+        ),
+        group_id=f"{conf.app_id}-fleet",
         partitions=conf.partitions,
-        help="fleet: per-tenant counts per tumbling window",
-    ).tumbling(fleet_settings.window_seconds, expires=fleet_settings.retention_seconds)
-    alert_table = app.Table(
-        "fleet-alerts",
-        partitions=conf.partitions,
-        help="fleet: per-tenant watermark, closed windows and alert states",
+        replication=conf.replication,
+        session_timeout=conf.session_timeout,
+    )
+    holder: list[Fleet] = []
+    aggregator = FleetAggregator(
+        transport,
+        evaluator,
+        alerts_topic=conf.topic("alerts"),
+        state_topic=state_topic,
+        on_alerts=lambda alerts: holder[0].on_alerts(alerts),
+        io_timeout=conf.io_timeout,
     )
     notifier = None
     if fleet_settings.alertmanager_urls:
@@ -304,6 +285,7 @@ def install_fleet(
             fleet_settings.alertmanager_resend_seconds,
             Links(fleet_settings.external_url),
         )
+    otlp = None
     if fleet_settings.otlp_endpoint:
         otlp = OtlpLogExport(
             fleet_settings.otlp_endpoint,
@@ -311,70 +293,49 @@ def install_fleet(
             service_version=build_version(),
             on_failure=lambda: metrics.send_failed("otlp"),
         )
-        observer.export = otlp.export
+        combiner.export = otlp.export
+    members = Members(advertised_url(conf), fleet_settings.tick_seconds)
     fleet = Fleet(
         settings=fleet_settings,
         topology=topology,
         rules=fleet_rules,
         metrics=metrics,
         evaluator=evaluator,
-        activity=activity,
+        combiner=combiner,
         recent=recent,
-        observer=observer,
-        topic=fleet_topic,
-        windows=windows,
-        alert_table=alert_table,
+        aggregator=aggregator,
+        members=members,
         alertmanager=notifier,
+        otlp=otlp,
     )
-
-    topology.runtime.set_fleet_hook(ObserverHook(observer))  # FLEET HOOK
-    topology.runtime.on_batch = observer.batch
-
-    async def send(obs: Observation) -> None:
-        await fleet_topic.send(key=obs.tenant.encode("utf-8"), value=obs.to_bytes())
-
-    async def restore() -> None:
-        count = fleet.restore()
-        log.info("fleet: %d tenant(s) restored from the changelog", count)
-
-    async def collect(stream: Any) -> None:
-        async for value in stream:
-            obs = observation_from_output(value)
-            if obs is not None:
-                await send(obs)
-
-    async def aggregate(stream: Any) -> None:
-        with counted_crash(metrics, "fleet-aggregate"):
-            async for value in stream:
-                obs = Observation.from_bytes(value)
-                if obs is None:
-                    continue
-                outcome = evaluator.handle(obs, time.time())
-                # Alerts are acknowledged before the state that says they were sent is
-                # written: a crash in between sends them again, with the same ids.
-                await fleet.publish(outcome.alerts)
-                fleet.persist(outcome, flush=obs.kind == "tick")
+    holder.append(fleet)
+    runtime.set_fleet_hook(combiner)  # FLEET HOOK
+    runtime.on_batch = combiner.batch
+    membership = None
+    if conf.web_enabled:
+        membership = MembershipService(
+            bootstrap_servers(conf.broker),
+            conf.topic(WORKERS_SUFFIX),
+            members,
+            runtime.assigned_partitions,
+        )
+    app.add_dependency(
+        FleetService(
+            fleet,
+            transport,
+            membership,
+            fleet_settings.tick_seconds,
+            loop=app.loop,
+            beacon=app.beacon,
+        )
+    )
 
     async def tick() -> None:
         with counted_crash(metrics, "fleet-tick"):
-            await tick_once()
+            fleet.tick(time.time())
+            metrics.set_consumer_lag(await fleet.consumer_lag())
 
-    async def tick_once() -> None:
-        for obs in activity.flush():
-            await send(obs)
-        now = time.time()
-        # A tick closes an idle tenant's windows and writes its pending counts; it
-        # is keyed by tenant, so it reaches the agent that owns the tenant's state.
-        for tenant in sorted({*evaluator.ticks_due(now), *fleet.pending_tenants()}):
-            await send(Observation(kind="tick", tenant=tenant, ts=now))
-        metrics.set_active_alerts((a.rule, a.severity.value) for _, a in evaluator.active_alerts())
-        fleet.renew_alerts(now)
-        metrics.set_consumer_lag(fleet.consumer_lag())
-
-    # Registered by call rather than as decorators: Faust's decorators are untyped.
-    alert_table.on_recover(restore)
-    app.agent(sources, name="fleet-collect")(collect)
-    app.agent(fleet_topic, name="fleet-aggregate")(aggregate)
+    # Registered by call rather than as a decorator: Faust's decorators are untyped.
     app.timer(fleet_settings.tick_seconds, name="fleet-tick")(tick)
 
     if conf.web_enabled:

@@ -21,16 +21,18 @@ default). No route returns span text: the state has none.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import time
 from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import aiohttp
 import faust
 from yarl import URL
 
+from streams.client.partitioning import partition_for
 from streams.fleet.auth import Authorizer, Scope
 from streams.fleet.fleet_view import MAX_TENANTS, merge_views
 
@@ -114,31 +116,21 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
             return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
 
     async def session_view(view: Any, request: Any, tenant: str, session_id: str) -> Any:
-        found = fleet.session(tenant, session_id)
+        # The session's state lives on the worker that owns its input partition (the
+        # murmur2 partition of its key); another worker may still remember its recent
+        # records from before a rebalance, so the owner is asked first.
+        partition = partition_for(session_id.encode("utf-8"), topology.settings.partitions)
+        here = partition in topology.runtime.assigned_partitions()
+        found = None
+        if not here and request.query.get("local") is None:
+            found = await _ask_owner(fleet, request, tenant, session_id, partition)
+        if found is None:
+            found = fleet.session(tenant, session_id)
         if found is not None:
             return view.json(found, headers=_no_store())
-        if request.query.get("local") is None:
-            # The session lives on the worker that owns its input partition; ask the
-            # others (they answer from their own state only).
-            found = await _ask_peers(fleet, request, f"/sessions/{tenant}/{session_id}")
-            if found is not None:
-                return view.json(found, headers=_no_store())
         return view.json(
             {"error": "not_found", "tenant": tenant, "session_id": session_id}, status=404
         )
-
-    events_known = False
-
-    async def known_topic() -> None:
-        # Faust routes by the producer's partitioner, whose metadata only knows the
-        # topics the producer wrote to; the worker never writes <prefix>.events.
-        nonlocal events_known
-        if events_known:
-            return
-        with contextlib.suppress(Exception):  # then Faust answers 500, as before
-            producer = app.producer._ensure_producer()  # Faust keeps no public handle
-            await producer.partitions_for(topology.events.get_topic_name())
-            events_known = True
 
     class Session(faust.web.View):
         async def get(self, request: Any, tenant: str, session_id: str) -> Any:
@@ -147,8 +139,7 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
                 return refusal
             if not scope.allows(tenant):
                 return forbidden(self, "this tenant's sessions")
-            await known_topic()
-            return await session_here(self, request, tenant=tenant, session_id=session_id)
+            return await session_view(self, request, tenant, session_id)
 
     class Healthz(faust.web.View):
         async def get(self, request: Any) -> Any:
@@ -173,19 +164,8 @@ def _no_store() -> dict[str, str]:
 
 
 def peer_urls(fleet: Fleet) -> list[URL]:
-    """The web URLs of the other workers of the group (from the partition assignor)."""
-    app = fleet.topology.app
-    own = _ident(URL(str(app.conf.canonical_url)))
-    found: dict[tuple[str, int], URL] = {}
-    try:
-        metadata = app.router.tables_metadata()
-    except (AttributeError, KeyError):
-        return []
-    for url in metadata:
-        parsed = URL(str(url))
-        if _ident(parsed) != own:
-            found[_ident(parsed)] = parsed
-    return list(found.values())
+    """The web URLs of the other live workers (from their heartbeats)."""
+    return [URL(member.url) for member in fleet.members.peers(time.time())]
 
 
 def _int_param(request: Any, name: str, default: int, low: int, high: int) -> int:
@@ -241,17 +221,26 @@ async def _gather_parts(
     return parts, sum(1 for p in peers if p is None)
 
 
-async def _ask_peers(fleet: Fleet, request: Any, path: str) -> dict[str, Any] | None:
-    """The first peer's answer to ``path?local=1`` (None when no peer has it)."""
+async def _ask_owner(
+    fleet: Fleet, request: Any, tenant: str, session_id: str, partition: int
+) -> dict[str, Any] | None:
+    """The session's view from the worker that owns ``partition`` (``?local=1``: from
+    its own state only); when no live worker says it owns it, from the first other
+    worker that has the session. None when none answers with it."""
     app = fleet.topology.app
     headers = {}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
     timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-    for url in peer_urls(fleet):
+    owner = fleet.members.owner(partition, time.time())
+    peers = [URL(owner.url)] if owner is not None else peer_urls(fleet)
+    path = f"/sessions/{quote(tenant, safe='')}/{quote(session_id, safe='')}"
+    for url in peers:
         try:
             async with app.http_client.get(
-                url.with_path(path).with_query(local=1), headers=headers, timeout=timeout
+                url.with_path(path, encoded=True).with_query(local=1),
+                headers=headers,
+                timeout=timeout,
             ) as response:
                 if response.status == 200:
                     data = await response.json()
@@ -260,7 +249,3 @@ async def _ask_peers(fleet: Fleet, request: Any, path: str) -> dict[str, Any] | 
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             log.warning("session inspector: worker %s did not answer: %s", url, exc)
     return None
-
-
-def _ident(url: URL) -> tuple[str, int]:
-    return (url.host or "", url.port or 80)

@@ -11,8 +11,9 @@ partials with it and the inputs are processed (and observed) again. The fleet
 aggregator reads ``<prefix>.fleet`` read-committed and simply adds them up.
 
 Besides the partials, each record feeds the worker's metrics (counters by
-tenant, gate latency, processing time by event type) and the session
-inspector's ring of recent records. The raw input is parsed once, here.
+tenant, gate latency; processing time by event type through the runtime's
+``on_batch``) and the session inspector's ring of recent records. The raw
+input is parsed once, here.
 
 A partition's distinct-session sets survive its checkpoints (a session counts
 once per window; an aborted checkpoint rolls back to them). A session whose
@@ -96,8 +97,6 @@ class _PartitionCounts:
 
     windows: dict[tuple[str, float], WindowCounts] = field(default_factory=dict)
     new_sessions: dict[tuple[str, float], set[str]] = field(default_factory=dict)
-    types: list[tuple[str, float]] = field(default_factory=list)
-    """(event type, monotonic time observed) of each record, for the latency."""
 
 
 class FleetCombiner:
@@ -113,7 +112,6 @@ class FleetCombiner:
         sample_size: int = 5,
         top_sessions: int = 20,
         clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.window_seconds = window_seconds
         self.metrics = metrics
@@ -123,7 +121,8 @@ class FleetCombiner:
         self.cycles = cycles
         """Reads a partition's engine cycle counters (set by the wiring, may be None)."""
         self._clock = clock
-        self._monotonic = monotonic
+        self._types: list[str] = []
+        """Event type of each record observed since the last :meth:`batch`."""
         self._pending: dict[int, _PartitionCounts] = {}
         self._seen: dict[int, dict[tuple[str, float], set[str]]] = {}
         """Sessions already counted per partition and (tenant, window), as of the
@@ -150,9 +149,6 @@ class FleetCombiner:
         for key, sessions in pending.new_sessions.items():
             seen.setdefault(key, set()).update(sessions)
         self._forget_old(seen)
-        now = self._monotonic()
-        for type_name, observed in pending.types:
-            self.metrics.latency.labels(type_name).observe(max(0.0, now - observed))
         by_tenant: dict[str, dict[float, WindowCounts]] = {}
         for (tenant, start), counts in pending.windows.items():
             by_tenant.setdefault(tenant, {})[start] = counts
@@ -160,6 +156,14 @@ class FleetCombiner:
             (tenant.encode("utf-8"), Partial(tenant, self.window_seconds, windows).to_bytes())
             for tenant, windows in sorted(by_tenant.items())
         ]
+
+    def batch(self, records: int, seconds: float) -> None:
+        """The runtime's ``on_batch``: a batch of ``records`` took ``seconds`` from poll
+        to every output acknowledged; each of its records gets that latency, by type."""
+        types, self._types = self._types[-records:], []
+        types = [INVALID_TYPE] * (records - len(types)) + types
+        for type_name in types:
+            self.metrics.latency.labels(type_name).observe(seconds)
 
     def discard(self, partition: int) -> None:
         """Forget what the partition observed since its last :meth:`partials`; its
@@ -176,7 +180,7 @@ class FleetCombiner:
         pending = self._pending.get(partition)
         if pending is None:
             pending = self._pending[partition] = _PartitionCounts()
-        pending.types.append((input_type(data), self._monotonic()))
+        self._types.append(input_type(data))
         self.metrics.observe_record(tenant, outputs, self._clock())
         if self.export is not None and outputs:
             self.export(data, outputs)

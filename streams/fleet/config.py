@@ -56,10 +56,12 @@ class FleetSettings(BaseModel):
         2000, ge=1, description="sessions whose recent records a worker keeps (LRU)"
     )
     dedup_ids: int = Field(
-        100_000, ge=0, description="output ids remembered to drop re-delivered outputs"
+        100_000, ge=0, description="output ids remembered when outputs are fed one by one (replays)"
     )
     tick_seconds: float = Field(
-        2.0, gt=0, description="timer: activity flush, idle windows, lag, alert gauges"
+        2.0,
+        gt=0,
+        description="idle windows, heartbeats, lag and alert gauges, Alertmanager renewals",
     )
     alertmanager_urls: list[str] = Field(
         default_factory=list,

@@ -51,6 +51,7 @@ from schemas import (
     Severity,
     SpanPinned,
 )
+from streams.engine.engine import Engine
 
 OTHER = "other"
 """The tenant label of every tenant past the cap."""
@@ -146,6 +147,24 @@ class _EngineCollector(Collector):
                 value=figures.sessions_closed,
             ),
         ]
+
+
+def engine_figures(engines: Callable[[], Iterable[Engine]]) -> Callable[[], EngineFigures]:
+    """Reads the counters of the worker's engines (one per owned partition), summed."""
+
+    def read() -> EngineFigures:
+        owned = list(engines())
+        stats = [e.stats for e in owned]
+        return EngineFigures(
+            duplicates=sum(s.duplicates for s in stats),
+            rejected=sum(s.rejected for s in stats),
+            cycles_closed=sum(s.cycles_closed for s in stats),
+            cycles_healthy=sum(s.cycles_healthy for s in stats),
+            live_sessions=sum(len(e.sessions) for e in owned),
+            sessions_closed=sum(s.sessions_closed for s in stats),
+        )
+
+    return read
 
 
 class FleetMetrics:

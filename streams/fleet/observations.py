@@ -1,9 +1,10 @@
-"""What the fleet counts: one small record per output, activity batch or timer tick.
+"""One countable thing at a time, for :meth:`FleetEvaluator.observe`, and time helpers.
 
-Observations travel on ``<prefix>.fleet``, keyed by tenant, so that every
-observation of one tenant reaches the one worker that aggregates that tenant,
-whichever worker produced it. They hold ids, kinds and counts: never span text,
-and the session id only where a sample or the worst-sessions list needs it.
+The worker counts in bulk (:mod:`~streams.fleet.combiner` partials); an
+:class:`Observation` is the evaluator's per-event input, for replays and tests
+that feed outputs one by one. Observations hold ids, kinds and counts: never
+span text, and the session id only where a sample or the worst-sessions list
+needs it.
 """
 
 from __future__ import annotations
@@ -15,19 +16,6 @@ from typing import Any, Literal
 import orjson
 
 ObservationKind = Literal["fault", "pin", "recompute", "decision", "activity", "tick"]
-
-_KIND_OF_OUTPUT: dict[str, ObservationKind] = {
-    "integrity.fault": "fault",
-    "span.pinned": "pin",
-    "scores.recompute_requested": "recompute",
-    "eviction.decided": "decision",
-}
-_ID_OF_OUTPUT = {
-    "integrity.fault": "fault_id",
-    "span.pinned": "pin_id",
-    "scores.recompute_requested": "recompute_id",
-    "eviction.decided": "decision_id",
-}
 
 
 @dataclass(slots=True)
@@ -105,44 +93,6 @@ class Observation:
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return None
-
-
-def observation_from_output(raw: bytes) -> Observation | None:
-    """The observation of one output record (fault, pin, recompute, decision).
-
-    Reads the JSON directly rather than validating the whole contract model: the
-    fleet needs five fields and reads every output of the fleet. Returns None
-    for other outputs and for records it cannot read.
-    """
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    return observation_from_dict(data)
-
-
-def observation_from_dict(data: dict[str, Any]) -> Observation | None:
-    """Like :func:`observation_from_output`, from an already parsed output."""
-    type_name = data.get("type")
-    kind = _KIND_OF_OUTPUT.get(type_name) if isinstance(type_name, str) else None
-    tenant = data.get("tenant")
-    ts = parse_ts(data.get("ts"))
-    if kind is None or not isinstance(tenant, str) or ts is None:
-        return None
-    assert isinstance(type_name, str)
-    return Observation(
-        kind=kind,
-        tenant=tenant,
-        ts=ts,
-        session_id=_opt_str(data.get("session_id")),
-        output_id=_opt_str(data.get(_ID_OF_OUTPUT[type_name])),
-        fault_kind=_opt_str(data.get("kind")) if kind == "fault" else None,
-        severity=_opt_str(data.get("severity")) if kind == "fault" else None,
-        action=_opt_str(data.get("action")) if kind == "decision" else None,
-        refused=len(data.get("refused") or []) if kind == "decision" else 0,
-    )
 
 
 def parse_ts(value: Any) -> float | None:

@@ -76,7 +76,7 @@ def expected_alerts(replay: Run) -> list[tuple[str, str, str, str]]:
     its idle timer included."""
     settings = FleetSettings(grace_seconds=GRACE_SECONDS, idle_seconds=1)
     ev = FleetEvaluator(settings, parse_rules(RULES_YAML))
-    alerts = [a for obs in replay.observations() for a in ev.handle(obs, 0.0).alerts]
+    alerts = replay.feed(ev)
     for tenant in ev.ticks_due(10.0):
         alerts.extend(ev.tick(tenant, 10.0).alerts)
     return sorted((a.alert_id, a.rule, a.tenant, a.status) for a in alerts)

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 from streams.engine.engine import Engine
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.observer import engine_figures
+from streams.fleet.metrics import FleetMetrics, engine_figures
 from streams.kafka.broker import free_ports
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -144,7 +143,7 @@ def prometheus(tmp: Path, config: str, rule_files: Sequence[Path] = ()) -> Itera
 
 def exposed_metrics() -> set[str]:
     """Series names a worker exposes after one tenant's records (counters born at 0)."""
-    metrics = FleetMetrics(5, engine_figures(Engine()), rules=[("r", "warning")])
+    metrics = FleetMetrics(5, engine_figures(lambda: [Engine()]), rules=[("r", "warning")])
     metrics.observe_record("t", [], time.time())
     metrics.set_consumer_lag({0: 0})
     metrics.gate_latency.observe(0.1)

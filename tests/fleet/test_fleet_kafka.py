@@ -265,8 +265,11 @@ def test_alerts_are_fleet_wide_and_sent_exactly_once(cluster: Cluster) -> None:
             assert all(s.startswith("sess-broken-") for s in alert["sessions"])
     # Each tenant's alerts were aggregated on one worker, but the tenants' sessions
     # were processed by both: the partitions of the input were split between them.
+    # The metric counts processing (a rebalance redoes records past the last
+    # checkpoint); the fleet's counts come from transactional partials: exact.
     events = [_metric(h, "spanguard_events_total") for h in cluster.http]
-    assert all(n > 0 for n in events) and sum(events) == len(cluster.lines)
+    assert all(n > 0 for n in events) and sum(events) >= len(cluster.lines)
+    assert cluster.http[0].json("/fleet")["totals"]["events"] == len(cluster.lines)
 
     # Alertmanager's API received every alert (as arrays of postable alerts): each
     # firing (rule, tenant), and each resolved one with its endsAt in the past.
@@ -308,16 +311,18 @@ def test_metrics_endpoint_parses_and_adds_up_across_workers(cluster: Cluster) ->
     while sum(_metric(h, "spanguard_events_total") for h in cluster.http) < len(cluster.lines):
         assert time.monotonic() < deadline, "events not all processed"
         time.sleep(0.2)
+    # Counters count processing: a record redone after a rebalance counts again, so
+    # the sums are at least the trace's (the fleet's own counts are exact, above).
     total = sum(_metric(h, "spanguard_faults_total") for h in cluster.http)
-    assert total == len(faults)
+    assert total >= len(faults)
     critical = sum(
         _metric(h, "spanguard_faults_total", kind="UNGATED_EVICTION", severity="critical")
         for h in cluster.http
     )
-    assert critical == sum(f.kind == "UNGATED_EVICTION" for f in faults)
-    assert sum(_metric(h, "spanguard_processing_seconds_count") for h in cluster.http) == len(
-        cluster.lines
-    )
+    assert critical >= sum(f.kind == "UNGATED_EVICTION" for f in faults) > 0
+    processed = sum(_metric(h, "spanguard_processing_seconds_count") for h in cluster.http)
+    assert processed >= len(cluster.lines)
+    assert cluster.http[0].json("/fleet")["totals"]["faults"] == len(faults)
     # Everything is processed: the lag gauges (refreshed every tick) come down to zero.
     deadline = time.monotonic() + 30
     while sum(_metric(h, "spanguard_consumer_lag") for h in cluster.http) != 0:

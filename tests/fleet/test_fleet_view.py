@@ -16,9 +16,10 @@ T0 = 1_796_000_040.0
 def evaluator_for(tenants: set[str]) -> FleetEvaluator:
     """An evaluator fed with the demo fleet's observations of ``tenants`` only (one worker)."""
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for obs in run(shifted(demo_fleet(12), T0)).observations():
-        if obs.tenant in tenants:
-            ev.handle(obs, 0.0)
+    for partial in run(shifted(demo_fleet(12), T0)).partials:
+        if partial.tenant in tenants:
+            for start, counts in partial.windows.items():
+                ev.merge(partial.tenant, start, counts, 0.0)
     return ev
 
 

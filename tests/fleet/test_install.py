@@ -1,5 +1,5 @@
-"""``install_fleet`` wires agents, tables, timer, hooks and routes into the app
-(no broker needed: nothing is started)."""
+"""``install_fleet`` wires the combiner, the aggregator service, the timer and the
+routes into the worker (no broker needed: nothing is started)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.app.fleet import ObserverHook, install_fleet
+from streams.app.fleet import FleetService, install_fleet
 from streams.app.topology import build_topology
 from streams.fleet.config import FleetSettings
 from streams.fleet.rules import RuleError
@@ -20,20 +20,20 @@ def topology(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-de
     return build_topology(settings)
 
 
-def test_install_adds_agents_tables_topic_and_routes(tmp_path: Path) -> None:
+def test_install_adds_the_combiner_aggregator_timer_and_routes(tmp_path: Path) -> None:
     topo = topology(tmp_path, topic_prefix="pfx", fleet=FleetSettings(window_seconds=30))
     fleet = topo.fleet
     assert fleet is not None, "build_topology installs the fleet when it is enabled"
     app = topo.app
-    assert {"fleet-collect", "fleet-aggregate"} <= {agent.name for agent in app.agents.values()}
-    assert {"fleet-windows", "fleet-alerts"} <= set(app.tables)
-    assert fleet.topic.get_topic_name() == "pfx.fleet"
-    assert fleet.windows.table.window.size == 30
+    assert topo.runtime.fleet is fleet.combiner
+    assert topo.runtime.config.fleet_topic == "pfx.fleet"
+    assert fleet.combiner.window_seconds == 30
+    assert fleet.aggregator.alerts_topic == "pfx.alerts"
+    assert any(isinstance(s, FleetService) for s in app._children)  # started with the app
+    assert not app.agents and not app.tables  # no Faust agent or table any more
     routes = {r.resource.canonical for r in app.web.web_app.router.routes() if r.resource}
     assert {"/", "/metrics", "/fleet", "/fleet/local", "/healthz", "/readyz"} <= routes
     assert "/sessions/{tenant}/{session_id}" in routes
-    hook = topo.runtime.fleet
-    assert isinstance(hook, ObserverHook) and hook.observer is fleet.observer
     assert fleet.session("acme", "nobody") is None
     assert fleet.local_view()["tenants"] == []
 

@@ -8,13 +8,11 @@ from datetime import UTC, datetime
 
 import orjson
 
-from schemas import OutputEvent
-from streams.codec import encode_output
+from schemas import FleetAlert, OutputEvent
 from streams.engine.engine import Engine, Source
-from streams.fleet.activity import ActivityTracker
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.observations import Observation, observation_from_output
-from streams.fleet.observer import RecordObserver, engine_cycles, engine_figures
+from streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
+from streams.fleet.evaluator import FleetEvaluator
+from streams.fleet.metrics import FleetMetrics, engine_figures
 from streams.fleet.recent import RecentRecords
 
 SCRIPT_START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
@@ -34,33 +32,41 @@ def shifted(lines: Iterable[bytes], start: float) -> list[bytes]:
 
 @dataclass
 class Run:
-    """A trace processed by an engine with the fleet's observer attached."""
+    """A trace processed by an engine with the fleet's combiner attached (one
+    partition, a checkpoint after every record)."""
 
     engine: Engine
     metrics: FleetMetrics
-    activity: ActivityTracker
     recent: RecentRecords
     outputs: list[OutputEvent] = field(default_factory=list)
+    partials: list[Partial] = field(default_factory=list)
+    """What the runtime would write to ``<prefix>.fleet``, in order."""
 
-    def observations(self) -> list[Observation]:
-        """What ``fleet-collect`` and the activity flush would put on ``<prefix>.fleet``:
-        one observation per counted output (in order), then the activity batches."""
-        found = [observation_from_output(encode_output(o)) for o in self.outputs]
-        return [o for o in found if o is not None] + self.activity.flush()
+    def feed(self, evaluator: FleetEvaluator, now: float = 0.0) -> list[FleetAlert]:
+        """Merge every partial into ``evaluator`` as the aggregator does; the alerts."""
+        alerts: list[FleetAlert] = []
+        for partial in self.partials:
+            for start, counts in sorted(partial.windows.items()):
+                alerts.extend(evaluator.merge(partial.tenant, start, counts, now).alerts)
+        return alerts
 
 
 def run(lines: Iterable[bytes], window_seconds: float = 60.0, max_tenants: int = 50) -> Run:
-    """Process ``lines`` in order, calling the observer as the processor does."""
+    """Process ``lines`` in order, calling the combiner as the runtime does."""
     engine = Engine()
-    figures = engine_figures(lambda: [engine])
-    metrics = FleetMetrics(max_tenants, figures)
-    activity = ActivityTracker(window_seconds)
+    metrics = FleetMetrics(max_tenants, engine_figures(lambda: [engine]))
     recent = RecentRecords(64, 1000)
-    observer = RecordObserver(metrics, activity, recent, engine_cycles(lambda: [engine]))
-    result = Run(engine, metrics, activity, recent)
+    combiner = FleetCombiner(
+        window_seconds, metrics, recent, partition_cycles(lambda _partition: engine)
+    )
+    result = Run(engine, metrics, recent)
     for offset, line in enumerate(lines):
         outputs = engine.process_raw(line, Source("events", 0, offset))
-        observer.record(line, outputs)
-        observer.batch(1, 0.002)
+        combiner.observe(0, line, outputs)
+        combiner.batch(1, 0.002)
+        for _, value in combiner.partials(0):
+            partial = Partial.from_bytes(value)
+            assert partial is not None
+            result.partials.append(partial)
         result.outputs.extend(outputs)
     return result

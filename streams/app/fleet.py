@@ -318,6 +318,7 @@ def install_fleet(
             conf.topic(WORKERS_SUFFIX),
             members,
             runtime.assigned_partitions,
+            replication=conf.replication,
         )
     app.add_dependency(
         FleetService(

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 
@@ -49,6 +49,16 @@ def alerts_endpoint(url: str) -> str:
         raise ValueError(f"Alertmanager URL must start with http:// or https://: {url!r}")
     base = url.rstrip("/")
     return base if base.endswith(API_PATH) else base + API_PATH
+
+
+def redacted(url: str) -> str:
+    """``url`` without a password (``http://user:secret@am`` -> ``http://user:***@am``):
+    what logs may show."""
+    parsed = urlsplit(url)
+    if parsed.password is None:
+        return url
+    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
+    return urlunsplit(parsed._replace(netloc=netloc))
 
 
 def _rfc3339(ts: float) -> str:
@@ -162,9 +172,12 @@ class AlertmanagerClient:
                     if 200 <= response.status < 300:
                         return True
                     body = (await response.text())[:200]
-                    log.warning("Alertmanager %s answered %d: %s", url, response.status, body)
+                    log.warning(
+                        "Alertmanager %s answered %d: %s", redacted(url), response.status, body
+                    )
             except (aiohttp.ClientError, TimeoutError) as exc:
-                log.warning("Alertmanager %s unreachable: %s", url, exc or type(exc).__name__)
+                why = redacted(str(exc)) if str(exc) else type(exc).__name__
+                log.warning("Alertmanager %s unreachable: %s", redacted(url), why)
             if attempt + 1 < self.attempts:
                 await asyncio.sleep(self.backoff * 2**attempt)
         if self.on_failure is not None:

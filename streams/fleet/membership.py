@@ -96,8 +96,10 @@ class MembershipService:
         partitions: Callable[[], Iterable[int]],
         client_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
+        replication: int = 1,
     ) -> None:
         self.bootstrap = bootstrap
+        self.replication = replication
         self.topic = topic
         self.members = members
         self._partitions = partitions
@@ -117,7 +119,9 @@ class MembershipService:
             if self.topic not in set(await admin.list_topics()):
                 configs = {"cleanup.policy": "compact,delete", "retention.ms": "3600000"}
                 with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([NewTopic(self.topic, 1, 1, topic_configs=configs)])
+                    await admin.create_topics(
+                        [NewTopic(self.topic, 1, self.replication, topic_configs=configs)]
+                    )
         finally:
             await admin.close()
 

@@ -17,6 +17,7 @@ from streams.fleet.alertmanager import (
     Links,
     alerts_endpoint,
     postable_alert,
+    redacted,
 )
 from streams.fleet.alerts import AlertBook, AlertState
 from streams.fleet.config import FleetSettings
@@ -76,6 +77,14 @@ def test_resolved_alert_ends_when_it_resolved() -> None:
     assert resolved.status == "resolved" and state.resolved_at == 250.0
     posted = postable_alert("acme", state, RULES[0], 260.0, 60.0)
     assert seconds(posted["startsAt"]) == 100.0 and seconds(posted["endsAt"]) == 250.0
+
+
+def test_passwords_in_urls_never_reach_the_logs() -> None:
+    assert (
+        redacted("http://ops:s3cret@am:9093/api/v2/alerts")
+        == "http://ops:***@am:9093/api/v2/alerts"
+    )
+    assert redacted("http://am:9093") == "http://am:9093"
 
 
 def test_urls_are_checked() -> None:

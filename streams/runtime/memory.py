@@ -224,6 +224,9 @@ class MemoryTransport:
     def pause(self, partition: int) -> None:
         self.paused.add(partition)
 
+    def resume(self, partition: int) -> None:
+        self.paused.discard(partition)
+
     def input_partitions(self) -> int:
         return self.broker.partitions
 

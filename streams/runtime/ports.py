@@ -58,7 +58,10 @@ class Transport(Protocol):
         """Deliver the partition's records from ``offset`` on."""
 
     def pause(self, partition: int) -> None:
-        """Stop delivering the partition's records (it was stopped after failures)."""
+        """Stop delivering the partition's records (until :meth:`resume`)."""
+
+    def resume(self, partition: int) -> None:
+        """Deliver the partition's records again."""
 
     def input_partitions(self) -> int:
         """How many partitions the input topic has (for the partitioner check)."""

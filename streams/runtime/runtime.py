@@ -108,7 +108,9 @@ class Runtime:
         self.assigned = asyncio.Event()
         """Set once the first assignment is restored (the worker is then ready)."""
         self._kept: dict[int, PartitionState] = {}
+        self._pending: set[int] = set()
         self._lock = asyncio.Lock()
+        self._restore_lock = asyncio.Lock()
         self._clock = clock
         self._sleep = sleep
 
@@ -156,28 +158,50 @@ class Runtime:
     # -- assignment ----------------------------------------------------------
 
     async def assign(self, partitions: Iterable[int]) -> None:
-        """Take the given input partitions (the rebalance's new assignment)."""
+        """Take the given input partitions (the rebalance's new assignment).
+
+        Only bookkeeping happens here, inside the rebalance callback: the new
+        partitions are paused and opened (fenced, restored, sought) by the next
+        :meth:`step`, while the consumer keeps heartbeating. A long restore inside
+        the callback would let the member's session expire and the group rebalance
+        again, in a loop.
+        """
         wanted = set(partitions)
         async with self._lock:
             self.generation += 1
             for p in sorted(set(self._kept) - wanted):
                 await self._release(self._kept.pop(p))
-            for p in sorted(wanted - set(self.parts)):
-                kept = self._kept.pop(p, None)
-                if kept is not None and await self._still_ours(kept):
-                    self.transport.seek(p, kept.next_offset)
-                    self.parts[p] = kept
-                    continue
-                if kept is not None:
-                    await self._release(kept)
-                await self._open_until_ready(p)
-            self.assigned.set()
+            self._pending = wanted - set(self.parts)
+            for p in self._pending:
+                self.transport.pause(p)
+            if not self._pending:
+                self.assigned.set()
+
+    async def _open_pending(self) -> None:
+        """Open the partitions assigned since the last step, all at once."""
+        pending, self._pending = sorted(self._pending), set()
+        await asyncio.gather(*(self._take(p) for p in pending))
+        for p in pending:
+            if p in self.parts:
+                self.transport.resume(p)
+        self.assigned.set()
+
+    async def _take(self, partition: int) -> None:
+        kept = self._kept.pop(partition, None)
+        if kept is not None and await self._still_ours(kept):
+            self.transport.seek(partition, kept.next_offset)
+            self.parts[partition] = kept
+            return
+        if kept is not None:
+            await self._release(kept)
+        await self._open_until_ready(partition)
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         """Give up the given partitions: checkpoint them so the next owner starts
         where this worker stopped; keep their state in case they come back."""
         async with self._lock:
             self.generation += 1
+            self._pending.difference_update(partitions)
             for p in sorted(partitions):
                 state = self.parts.pop(p, None)
                 self.stopped.pop(p, None)
@@ -215,7 +239,8 @@ class Runtime:
         started = time.perf_counter()
         writer = await self._io(self.transport.open_partition(partition))
         try:
-            records = await self._io(self.transport.read_changelog(partition), restore=True)
+            async with self._restore_lock:  # one changelog reader, one partition at a time
+                records = await self._io(self.transport.read_changelog(partition), restore=True)
             committed = await self._io(self.transport.committed(partition)) or 0
         except BaseException:
             await writer.close()
@@ -229,11 +254,12 @@ class Runtime:
         self.stats.restored_sessions += restored
         self.stats.restore_seconds.append(time.perf_counter() - started)
         log.info(
-            "spanguard: partition %d restored: %d session(s) from %d changelog record(s), "
-            "resuming at offset %d",
+            "spanguard: partition %d restored: %d session(s) from %d changelog record(s) "
+            "in %.2fs, resuming at offset %d",
             partition,
             restored,
             len(records),
+            time.perf_counter() - started,
             committed,
         )
         return PartitionState(
@@ -275,8 +301,10 @@ class Runtime:
         batch = await self.transport.poll(self.config.batch_size, self.config.poll_timeout)
         started = time.perf_counter()
         async with self._lock:
-            if generation != self.generation:
+            if generation != self.generation or self._pending:
                 # Fetched before a rebalance: positions may have moved under it.
+                if self._pending:
+                    await self._open_pending()
                 for p, state in self.parts.items():
                     self.transport.seek(p, state.next_offset)
                 return 0

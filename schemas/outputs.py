@@ -232,15 +232,41 @@ class FleetAlert(OutputEnvelope):
     fingerprint: str
 
 
-class EventRejected(ClosedModel):
-    """An input that could not be processed, kept whole on the dead-letter topic.
+class RejectedHeader(ClosedModel):
+    """One Kafka header of a rejected record: its name and base64 of its value."""
 
-    ``raw`` is base64 of the whole input (for ``TOO_LARGE`` its first 64 KiB, with
-    ``raw_truncated: true``). ``tenant``/``session_id``/``caused_by`` are set
-    when readable; ``topic``/``partition``/``offset`` say where it came from
-    (for ``spanguard replay``: the file as topic, -1 as partition, the line index
-    as offset). ``ts`` is the input's own ``ts`` when readable, else the time the
-    record was received (for replay, the last readable ``ts`` before it).
+    key: str
+    value_b64: str
+
+
+class EventRejected(ClosedModel):
+    """An input that could not be processed, kept on the dead-letter topic.
+
+    ``raw`` is base64 of the input. An input larger than the engine's
+    ``dead_letter_raw_limit`` (64 KiB by default, whatever the reason) keeps
+    only its first ``dead_letter_raw_limit`` bytes, with ``raw_truncated:
+    true``; the whole is still on the input topic at ``topic``/``partition``/
+    ``offset``. ``raw_size`` is the size of the whole input and ``raw_sha256``
+    its sha256 (hex), so a dead letter always fits a producer's 1 MiB request
+    and still identifies the input exactly.
+
+    ``tenant``/``session_id``/``caused_by`` are set when readable. For
+    ``TOO_LARGE`` the input is not parsed: ``tenant`` and ``session_id`` are
+    read from its first ``dead_letter_raw_limit`` bytes by a bounded scan for
+    ``"tenant": "..."`` and ``"session_id": "..."`` (the first occurrence of
+    each key, a JSON string of valid length; in a pathological input it could
+    come from a nested object). ``topic``/``partition``/``offset`` say where it
+    came from (for ``spanguard replay``: the file as topic, -1 as partition, the
+    line index as offset). ``ts`` is the input's own ``ts`` when readable, else
+    the time the record was received (for replay, the last readable ``ts``
+    before it).
+
+    Extra fields (contract 1.1 allows them): ``key`` is base64 of the Kafka
+    record's key (None for a keyless record; cut to the same limit, with
+    ``key_truncated``); ``headers`` are its Kafka headers in order, kept while
+    their values add up to at most the limit (``headers_truncated`` when some
+    were left out). A tombstone (a record with no value) or an empty value is
+    rejected as ``INVALID_JSON`` with its key, so the producer can be found.
     """
 
     type: Literal["event.rejected"] = "event.rejected"
@@ -258,6 +284,11 @@ class EventRejected(ClosedModel):
     partition: int | None = None
     offset: int | None = None
     ts: Timestamp
+    raw_sha256: str | None = None
+    key: str | None = None
+    key_truncated: bool = False
+    headers: list[RejectedHeader] = Field(default_factory=list)
+    headers_truncated: bool = False
 
 
 OutputEvent = Annotated[

@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids remembered per session")
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger input records are TOO_LARGE")
+    dead_letter_raw_limit: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=192 * 1024,
+        description="bytes of a rejected input (and its key, headers) kept in its dead letter",
+    )
     emit_surfaces: bool = Field(
         False, description="keep mention surfaces (span text) in state and pins"
     )
@@ -143,6 +149,7 @@ class Settings(BaseSettings):
             empty_summary_parent_factor=self.empty_summary_parent_factor,
             dedup_window=self.dedup_window,
             max_event_bytes=self.max_event_bytes,
+            dead_letter_raw_limit=self.dead_letter_raw_limit,
             emit_surfaces=self.emit_surfaces,
             clear_keys=self.clear_keys,
             hash_types=self.hash_types,

@@ -51,6 +51,15 @@ class EngineSettings(BaseModel):
     )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids kept per session")
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger inputs are TOO_LARGE")
+    dead_letter_raw_limit: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=192 * 1024,
+        description=(
+            "bytes of a rejected input (and of its key, and of its headers' values) kept in "
+            "its dead letter; at most 192 KiB, so a dead letter always fits a 1 MiB request"
+        ),
+    )
     emit_surfaces: bool = Field(
         False, description="keep a mention's text surface in state and pins (it is span text)"
     )

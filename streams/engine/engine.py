@@ -7,8 +7,7 @@ the Faust agents, ``spanguard replay`` and the tests all drive it the same way.
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,6 +27,7 @@ from schemas import (
 )
 from streams.engine.config import EngineSettings
 from streams.engine.counters import apply_counters, created_counter
+from streams.engine.deadletter import keep, scan_identity
 from streams.engine.decode import Identity, Invalid, decode
 from streams.engine.drift import CycleOutcome, close_window
 from streams.engine.emit import Emission, build, output_id
@@ -39,18 +39,20 @@ from streams.engine.scoring import apply_scores
 from streams.engine.state import SessionState, SpanState
 
 SessionKey = tuple[str, str]
-RAW_KEEP_BYTES = 64 * 1024
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a raw record came from; ends up in its dead-letter record."""
+    """Where a raw record came from, and its Kafka key and headers; all of it ends up
+    in the record's dead letter if it is rejected."""
 
     topic: str
     partition: int
     offset: int
     received: datetime | None = None
+    key: bytes | None = None
+    headers: Sequence[tuple[str, bytes]] = ()
 
 
 @dataclass(slots=True)
@@ -134,9 +136,14 @@ class Engine:
 
     # -- entry points ----------------------------------------------------
 
-    def process_raw(self, raw: bytes, source: Source) -> list[OutputEvent]:
-        """Decode, validate and process one record (bytes as they were on the topic)."""
+    def process_raw(self, raw: bytes | None, source: Source) -> list[OutputEvent]:
+        """Decode, validate and process one record (bytes as they were on the topic;
+        None for a tombstone, which is rejected with its key)."""
         self.stats.events += 1
+        if not raw:
+            what = "a tombstone (no value)" if raw is None else "an empty value"
+            detail = f"{what}: input events are JSON objects and are never deleted"
+            return [self._reject(b"", source, RejectReason.INVALID_JSON, detail, Identity())]
         decoded = decode(raw, self.settings.max_event_bytes)
         if isinstance(decoded, Invalid):
             self._advance_silently(decoded.identity)
@@ -157,12 +164,12 @@ class Engine:
         return outputs
 
     def refuse(
-        self, raw: bytes, source: Source, reason: RejectReason, detail: str
+        self, raw: bytes | None, source: Source, reason: RejectReason, detail: str
     ) -> EventRejected:
         """A dead letter for a record refused before the engine reads it (the runtime
         refuses records on the wrong partition); no session's state is touched."""
         self.stats.events += 1
-        return self._reject(raw, source, reason, detail, Identity())
+        return self._reject(raw or b"", source, reason, detail, Identity())
 
     def session(self, tenant: str, session_id: str) -> SessionState | None:
         """The live state of a session, or None (never seen, or closed)."""
@@ -312,8 +319,11 @@ class Engine:
         ts: datetime | None = None,
     ) -> EventRejected:
         self.stats.rejected += 1
-        truncated = reason is RejectReason.TOO_LARGE and len(raw) > RAW_KEEP_BYTES
-        kept = raw[:RAW_KEEP_BYTES] if truncated else raw
+        settings = self.settings
+        kept = keep(raw, source.key, source.headers, settings.dead_letter_raw_limit)
+        if reason is RejectReason.TOO_LARGE and identity.tenant is None:
+            tenant, session_id = scan_identity(raw[: settings.dead_letter_raw_limit])
+            identity = Identity(tenant=tenant, session_id=session_id)
         when = ts or _parse_ts(identity.ts) or source.received or self._last_ts
         return build(
             EventRejected,
@@ -330,9 +340,9 @@ class Engine:
             ),
             reason=reason,
             detail=detail,
-            raw=base64.b64encode(kept).decode("ascii"),
+            raw=kept.raw,
             raw_size=len(raw),
-            raw_truncated=truncated,
+            raw_truncated=kept.raw_truncated,
             tenant=identity.tenant,
             session_id=identity.session_id,
             caused_by=identity.event_id,
@@ -340,6 +350,11 @@ class Engine:
             partition=source.partition,
             offset=source.offset,
             ts=when,
+            raw_sha256=kept.raw_sha256,
+            key=kept.key,
+            key_truncated=kept.key_truncated,
+            headers=kept.headers,
+            headers_truncated=kept.headers_truncated,
         )
 
 

@@ -13,16 +13,27 @@ import hmac
 HASH_PREFIX = "hmac-sha256:"
 
 
-class KeyHasher:
-    """Hashes referent keys (and, if configured, types) per tenant."""
+CACHE_ENTRIES = 1 << 16
+"""Keyed hashes remembered per hasher: identifiers repeat across a session's turns."""
 
-    __slots__ = ("_clear", "_hash_types", "_secret", "_tenant_keys")
+
+class KeyHasher:
+    """Hashes referent keys (and, if configured, types) per tenant.
+
+    An HMAC costs about 2 us; the stored forms of recent (tenant, key) and
+    (tenant, type) pairs are cached (``CACHE_ENTRIES`` of each, emptied when
+    full: simple, and the working set of live sessions refills it at once).
+    """
+
+    __slots__ = ("_clear", "_hash_types", "_keys", "_secret", "_tenant_keys", "_types")
 
     def __init__(self, secret: str, *, clear_keys: bool = False, hash_types: bool = False) -> None:
         self._secret = secret.encode("utf-8")
         self._clear = clear_keys
         self._hash_types = hash_types
         self._tenant_keys: dict[str, bytes] = {}
+        self._keys: dict[tuple[str, str], str] = {}
+        self._types: dict[tuple[str, str], str] = {}
 
     def _tenant_key(self, tenant: str) -> bytes:
         key = self._tenant_keys.get(tenant)
@@ -42,14 +53,28 @@ class KeyHasher:
 
         A key that already carries the ``hmac-sha256:`` prefix is kept as it is.
         """
+        cached = self._keys.get((tenant, raw_key))
+        if cached is not None:
+            return cached
         if raw_key.startswith(HASH_PREFIX):
             return raw_key
         folded = raw_key.casefold()
-        return folded if self._clear else self._digest(tenant, folded)
+        stored = folded if self._clear else self._digest(tenant, folded)
+        if len(self._keys) >= CACHE_ENTRIES:
+            self._keys.clear()
+        self._keys[(tenant, raw_key)] = stored
+        return stored
 
     def type(self, tenant: str, raw_type: str) -> str:
         """The stored form of a referent type: lower-cased, hashed only if configured."""
+        cached = self._types.get((tenant, raw_type))
+        if cached is not None:
+            return cached
         if raw_type.startswith(HASH_PREFIX):
             return raw_type
         lowered = raw_type.lower()
-        return self._digest(tenant, "type:" + lowered) if self._hash_types else lowered
+        stored = self._digest(tenant, "type:" + lowered) if self._hash_types else lowered
+        if len(self._types) >= CACHE_ENTRIES:
+            self._types.clear()
+        self._types[(tenant, raw_type)] = stored
+        return stored

@@ -17,10 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from sortedcontainers import SortedList
 
 OrderKey = tuple[int, int, str]
+
+
+class _Span(Protocol):
+    """What the index reads of a span (``state.SpanState``)."""
+
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def order_key(self) -> OrderKey: ...
+    @property
+    def holds(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def mentions(self) -> tuple[Mention, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +64,32 @@ class ReferentIndex:
         self.key_mentioners: dict[str, set[str]] = {}
         self.type_holders: dict[str, SortedList] = {}
         self.anaphors: dict[str, SortedList] = {}
+
+    @classmethod
+    def build(cls, spans: Iterable[_Span]) -> ReferentIndex:
+        """The index of ``spans``, built in bulk (the same contents as :meth:`add`
+        for each span, one sort per index instead of one insert per entry)."""
+        index = cls()
+        key_holders: dict[str, list[OrderKey]] = {}
+        type_holders: dict[str, list[OrderKey]] = {}
+        anaphors: dict[str, list[OrderKey]] = {}
+        mentioners = index.key_mentioners
+        for span in spans:
+            at = span.order_key
+            keys, types = _unique_holds(span.holds)
+            for key in keys:
+                key_holders.setdefault(key, []).append(at)
+            for type_ in types:
+                type_holders.setdefault(type_, []).append(at)
+            for mention in _unique_mentions(span.mentions):
+                if mention.key is not None:
+                    mentioners.setdefault(mention.key, set()).add(span.span_id)
+                elif mention.type is not None:
+                    anaphors.setdefault(mention.type, []).append(at)
+        index.key_holders = {k: SortedList(v) for k, v in key_holders.items()}
+        index.type_holders = {k: SortedList(v) for k, v in type_holders.items()}
+        index.anaphors = {k: SortedList(v) for k, v in anaphors.items()}
+        return index
 
     def add(
         self,

@@ -298,16 +298,40 @@ class SessionState:
 
     def reindex(self) -> None:
         """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
-        or after a restore). Marks nothing changed: the caller knows what did."""
+        or after a restore). Marks nothing changed: the caller knows what did.
+
+        Built in bulk (each sorted index from one sort, not one insert per span):
+        the same contents as entering every span one by one, at a fraction of
+        the cost. Spans are visited in ``spans`` order, so running sums add up
+        in the same order as before (bit-identical floats).
+        """
         spans = list(self.spans.values())
-        self.order = SortedList()
-        self.scores = {}
-        self.stale = set()
-        self.children = {}
-        self.referents = ReferentIndex()
-        self.spans = {}
-        self.live_tokens = 0
-        self.bound_sum = 0.0
-        self.bound_count = 0
+        pending = self.poisoned_pending
+        ranked: dict[str | None, list[ScoreKey]] = {}
+        stale: set[str] = set()
+        children: dict[str, set[str]] = {}
+        live_tokens = 0
+        bound_sum = 0.0
+        bound_count = 0
         for span in spans:
-            self._enter(span)
+            live_tokens += span.tokens
+            span_id = span.span_id
+            for parent in span.derived_from:
+                children.setdefault(parent, set()).add(span_id)
+            bound = span.bound
+            if bound is not None and span_id not in pending:
+                ranked.setdefault(bound.query_sha256, []).append(
+                    (bound.score, span.position, span_id)
+                )
+                bound_sum += bound.score
+                bound_count += 1
+            if span.stale_rewrites > 0 and span_id not in pending:
+                stale.add(span_id)
+        self.order = SortedList([span.order_key for span in spans])
+        self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
+        self.stale = stale
+        self.children = children
+        self.referents = ReferentIndex.build(spans)
+        self.live_tokens = live_tokens
+        self.bound_sum = bound_sum
+        self.bound_count = bound_count

@@ -23,7 +23,7 @@ from itertools import islice
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, build
 from streams.engine.referent_index import Mention
-from streams.engine.state import ScoreKey, SessionState, SpanState
+from streams.engine.state import BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,28 +100,45 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     emission.decision(
         event.request_id, event.basis, action, committed, refused, dropped, recompute_id
     )
-    for span_id in committed + dropped:
-        session.remove_span(span_id, event.seq)
+    session.remove_spans(committed + dropped, event.seq)
 
 
-def pinned_set(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+def pinned_set(
+    session: SessionState, removal: set[str], bulk: bool | None = None
+) -> dict[str, Pin]:
     """Candidates (``removal``) that a retained span's mention resolves to, closed
-    transitively over the pinned spans' own mentions. Touches only the
-    candidates and their referent edges."""
+    transitively over the pinned spans' own mentions.
+
+    A small removal set touches only the candidates and their referent edges; a
+    large one (or ``bulk=True``) is resolved by one ordered pass over every live
+    span, so the gate is never slower than rescanning the session. Both give the
+    same pins, in the same order, with the same mention and path.
+    """
     spans = session.spans
+    if bulk is None:
+        bulk = len(removal) * BULK_SHARE > len(spans)
+    needed = _needed_in_one_pass(session, removal) if bulk else None
     index = session.referents
     pins: dict[str, Pin] = {}
     queue: deque[str] = deque()
     for span_id in sorted(removal, key=lambda s: spans[s].order_key):
-        span = spans[span_id]
-        needed_by: dict[str, Mention] = {}
-        for user, mention in index.dependents(span_id, span.order_key, span.holds):
-            if user not in removal:
-                needed_by.setdefault(user, mention)
-        if needed_by:
+        if needed is not None:
+            found = needed.get(span_id)
+            if found is None:
+                continue
+            users, mention = found
+        else:
+            span = spans[span_id]
+            needed_by: dict[str, Mention] = {}
+            for user, used in index.dependents(span_id, span.order_key, span.holds):
+                if user not in removal:
+                    needed_by.setdefault(user, used)
+            if not needed_by:
+                continue
             users = sorted(needed_by, key=lambda s: spans[s].order_key)
-            pins[span_id] = Pin(users, needed_by[users[0]], [users[0], span_id])
-            queue.append(span_id)
+            mention = needed_by[users[0]]
+        pins[span_id] = Pin(users, mention, [users[0], span_id])
+        queue.append(span_id)
     while queue:
         holder_id = queue.popleft()
         holder = spans[holder_id]
@@ -136,6 +153,62 @@ def pinned_set(session: SessionState, removal: set[str]) -> dict[str, Pin]:
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
                 queue.append(binder)
     return pins
+
+
+def _needed_in_one_pass(
+    session: SessionState, removal: set[str]
+) -> dict[str, tuple[list[str], Mention]]:
+    """For each span of ``removal`` that a retained span needs: the retained users in
+    context order, and the mention that the per-candidate walk
+    (:meth:`ReferentIndex.dependents`) would give for the first of them: the
+    smallest key it holds or mentions that the candidate binds, else the smallest
+    type of an anaphor the candidate binds."""
+    spans = session.spans
+    key_holders = session.referents.key_holders
+    latest_of_type: dict[str, str] = {}
+    users: dict[str, list[str]] = {}
+    first_mention: dict[str, Mention] = {}
+    for at in session.order:
+        user_id = at[2]
+        user = spans[user_id]
+        if user_id not in removal:
+            by_binder: dict[str, tuple[list[str], list[str]]] = {}
+            binder: str | None
+            for key, _ in user.holds:
+                binder = key_holders[key][0][2]
+                if binder != user_id and binder in removal:
+                    by_binder.setdefault(binder, ([], []))[0].append(key)
+            for mention in user.mentions:
+                if mention.key is not None:
+                    holders = key_holders.get(mention.key)
+                    binder = holders[0][2] if holders else None
+                    if binder is not None and binder != user_id and binder in removal:
+                        by_binder.setdefault(binder, ([], []))[0].append(mention.key)
+                elif mention.type is not None:
+                    binder = latest_of_type.get(mention.type)
+                    if binder is not None and binder in removal:
+                        by_binder.setdefault(binder, ([], []))[1].append(mention.type)
+            for bound_by, (keys, types) in by_binder.items():
+                listed = users.get(bound_by)
+                if listed is None:
+                    users[bound_by] = [user_id]
+                    if keys:
+                        key = min(keys)
+                        first_mention[bound_by] = Mention(
+                            key=key, type=_type_held(spans[bound_by], key)
+                        )
+                    else:
+                        first_mention[bound_by] = Mention(type=min(types))
+                elif listed[-1] != user_id:
+                    listed.append(user_id)
+        for _, type_ in user.holds:
+            latest_of_type[type_] = user_id
+    return {span_id: (listed, first_mention[span_id]) for span_id, listed in users.items()}
+
+
+def _type_held(span: SpanState, key: str) -> str:
+    # The type the binder holds the key under (its first holding of the key).
+    return next(type_ for held, type_ in span.holds if held == key)
 
 
 def _all_mentions(span: SpanState) -> Iterator[Mention]:

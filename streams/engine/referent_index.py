@@ -15,6 +15,7 @@ referent edges, never the whole session.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -60,7 +61,9 @@ class ReferentIndex:
     __slots__ = ("anaphors", "key_holders", "key_mentioners", "type_holders")
 
     def __init__(self) -> None:
-        self.key_holders: dict[str, SortedList] = {}
+        self.key_holders: dict[str, list[OrderKey]] = {}
+        """Per key, its live holders in order (a plain sorted list: most keys have one
+        or two holders, and a sorted-list object per key would cost more than it saves)."""
         self.key_mentioners: dict[str, set[str]] = {}
         self.type_holders: dict[str, SortedList] = {}
         self.anaphors: dict[str, SortedList] = {}
@@ -76,17 +79,26 @@ class ReferentIndex:
         mentioners = index.key_mentioners
         for span in spans:
             at = span.order_key
-            keys, types = _unique_holds(span.holds)
-            for key in keys:
-                key_holders.setdefault(key, []).append(at)
-            for type_ in types:
-                type_holders.setdefault(type_, []).append(at)
-            for mention in _unique_mentions(span.mentions):
-                if mention.key is not None:
-                    mentioners.setdefault(mention.key, set()).add(span.span_id)
-                elif mention.type is not None:
-                    anaphors.setdefault(mention.type, []).append(at)
-        index.key_holders = {k: SortedList(v) for k, v in key_holders.items()}
+            holds = span.holds
+            if holds:
+                keys, types = _unique_holds(holds)
+                for key in keys:
+                    key_holders.setdefault(key, []).append(at)
+                for type_ in types:
+                    type_holders.setdefault(type_, []).append(at)
+            mentions = span.mentions
+            if mentions:
+                span_id = span.span_id
+                anaphor_types: set[str] = set()
+                for mention in mentions:
+                    if mention.key is not None:
+                        mentioners.setdefault(mention.key, set()).add(span_id)
+                    elif mention.type is not None and mention.type not in anaphor_types:
+                        anaphor_types.add(mention.type)
+                        anaphors.setdefault(mention.type, []).append(at)
+        for holders in key_holders.values():
+            holders.sort()
+        index.key_holders = key_holders
         index.type_holders = {k: SortedList(v) for k, v in type_holders.items()}
         index.anaphors = {k: SortedList(v) for k, v in anaphors.items()}
         return index
@@ -101,13 +113,19 @@ class ReferentIndex:
         """Enter a live span's holdings and mentions."""
         keys, types = _unique_holds(holds)
         for key in keys:
-            self.key_holders.setdefault(key, SortedList()).add(at)
+            holders = self.key_holders.get(key)
+            if holders is None:
+                self.key_holders[key] = [at]
+            else:
+                insort(holders, at)
         for type_ in types:
             self.type_holders.setdefault(type_, SortedList()).add(at)
-        for mention in _unique_mentions(mentions):
+        anaphor_types: set[str] = set()
+        for mention in mentions:
             if mention.key is not None:
                 self.key_mentioners.setdefault(mention.key, set()).add(span_id)
-            elif mention.type is not None:
+            elif mention.type is not None and mention.type not in anaphor_types:
+                anaphor_types.add(mention.type)
                 self.anaphors.setdefault(mention.type, SortedList()).add(at)
 
     def remove(
@@ -120,10 +138,16 @@ class ReferentIndex:
         """Take a span's holdings and mentions out (the exact inverse of :meth:`add`)."""
         keys, types = _unique_holds(holds)
         for key in keys:
-            _discard(self.key_holders, key, at)
+            holders = self.key_holders.get(key)
+            if holders is not None:
+                where = bisect_left(holders, at)
+                if where < len(holders) and holders[where] == at:
+                    del holders[where]
+                if not holders:
+                    del self.key_holders[key]
         for type_ in types:
             _discard(self.type_holders, type_, at)
-        for mention in _unique_mentions(mentions):
+        for mention in mentions:
             if mention.key is not None:
                 users = self.key_mentioners.get(mention.key)
                 if users is not None:
@@ -158,7 +182,7 @@ class ReferentIndex:
             holders = self.key_holders.get(key)
             if holders and holders[0] == at:
                 mention = Mention(key=key, type=type_)
-                for other in holders.islice(1):
+                for other in holders[1:]:
                     yield other[2], mention
                 for user in sorted(self.key_mentioners.get(key, ())):
                     if user != span_id:
@@ -181,16 +205,15 @@ class ReferentIndex:
 def _unique_holds(holds: Iterable[tuple[str, str]]) -> tuple[dict[str, str], set[str]]:
     # A span that names the same account twice holds it once; a span holding two
     # accounts holds the type "account" once.
+    if type(holds) is tuple and len(holds) == 1:
+        [(key, type_)] = holds
+        return {key: type_}, {type_}
     keys: dict[str, str] = {}
     types: set[str] = set()
     for key, type_ in holds:
         keys.setdefault(key, type_)
         types.add(type_)
     return keys, types
-
-
-def _unique_mentions(mentions: Iterable[Mention]) -> set[Mention]:
-    return {Mention(key=m.key) if m.key is not None else Mention(type=m.type) for m in mentions}
 
 
 def _discard(index: dict[str, SortedList], name: str, at: OrderKey) -> None:

@@ -76,6 +76,10 @@ TAIL_SPANS = 4
 """Newest spans kept in the session header until this many gather (then a block write)."""
 CHUNK_IDS = 16
 """Duplicate-window ids per chunk record; the open chunk travels in the header."""
+BULK_SHARE = 8
+"""Work on more than 1/BULK_SHARE of a session's live spans is done in one pass over
+the session (as a rescan would) instead of one indexed step per span."""
+"""Duplicate-window ids per chunk record; the open chunk travels in the header."""
 
 
 @dataclass(slots=True)
@@ -187,6 +191,31 @@ class SessionState:
         self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
         self.touch(span.arrival)
         return span
+
+    def remove_spans(self, span_ids: list[str], seq: int, bulk: bool | None = None) -> None:
+        """:meth:`remove_span` for each of ``span_ids``, in order. A large share of the
+        session (or ``bulk=True``) is removed in bulk (indexes rebuilt in one pass
+        over what stays), keeping the running sums exactly as one-by-one removal
+        leaves them."""
+        if bulk is None:
+            bulk = len(span_ids) * BULK_SHARE > len(self.spans)
+        if not bulk:
+            for span_id in span_ids:
+                self.remove_span(span_id, seq)
+            return
+        live_tokens, bound_sum, bound_count = self.live_tokens, self.bound_sum, self.bound_count
+        for span_id in span_ids:
+            span = self.spans.pop(span_id)
+            live_tokens -= span.tokens
+            if self._ranked(span):
+                assert span.bound is not None
+                bound_sum -= span.bound.score
+                bound_count -= 1
+            self.poisoned_pending.discard(span_id)
+            self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
+            self.touch(span.arrival)
+        self.reindex()
+        self.live_tokens, self.bound_sum, self.bound_count = live_tokens, bound_sum, bound_count
 
     # -- scores ----------------------------------------------------------
 

@@ -1,10 +1,15 @@
 """The eviction gate, step by step in the contract's order."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas import Action, FaultKind
 from streams.engine.driver import EngineDriver
+from streams.engine.engine import Engine, Source
+from streams.engine.gate import pinned_set
 from streams.engine.trace import SessionScript
+from tests.engine.test_properties import actions, build
 
 ACCOUNT = [{"key": "8841-C", "type": "account"}]
 
@@ -296,3 +301,39 @@ def test_lineage_protection_or_orphan_fault(protect: bool) -> None:
         [orphan] = d.faults(FaultKind.ORPHANED_PARENT)
         assert orphan.evidence["cited_by"] == {"parent": ["summary"]}
         assert orphan.fault_id in dec.faults
+
+
+@settings(max_examples=120, deadline=None)
+@given(actions(), st.data())
+def test_one_pass_pinned_set_equals_the_per_candidate_walk(
+    script_actions: list,
+    data: st.DataObject,  # type: ignore[type-arg]
+) -> None:
+    # The gate resolves a large removal set in one pass over the session; it must
+    # give exactly the pins (order, users, mention, path) of the per-candidate walk.
+    engine = Engine()
+    for i, line in enumerate(build(script_actions).lines()):
+        engine.process_raw(line, Source("t", 0, i))
+        state = engine.session("acme", "s1")
+        if state is None or not state.spans:
+            continue
+        removal = data.draw(st.sets(st.sampled_from(sorted(state.spans))))
+        walked = pinned_set(state, removal, bulk=False)
+        assert pinned_set(state, removal, bulk=True) == walked
+        assert list(pinned_set(state, removal, bulk=True)) == list(walked)
+
+
+def test_one_pass_pinned_set_picks_the_same_mention_among_several() -> None:
+    s = SessionScript()
+    two = [{"key": "Z-9", "type": "ticket"}, {"key": "A-1", "type": "account"}]
+    s.add("a", "holds both", introduces=two)
+    s.add("t", "a ticket holder", introduces=[{"key": "T-5", "type": "ticket"}])
+    s.add("b", "repeats both", introduces=list(reversed(two)), mentions=[{"type": "ticket"}])
+    engine = Engine()
+    for i, line in enumerate(s.lines()):
+        engine.process_raw(line, Source("t", 0, i))
+    state = engine.session("acme", "s1")
+    assert state is not None
+    for removal in ({"a"}, {"a", "t"}, {"t"}):
+        walked = pinned_set(state, removal, bulk=False)
+        assert walked and pinned_set(state, removal, bulk=True) == walked

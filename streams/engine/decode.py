@@ -43,6 +43,8 @@ _REASON_OF_ERROR = {
     "non_finite_score": RejectReason.NON_FINITE_SCORE,
     "missing": RejectReason.MISSING_FIELD,
 }
+_NO_NULLS = {NO_NULLS: True}
+_WITH_NULLS: dict[str, bool] = {}
 _REASON_RANK = [
     RejectReason.HASH_MISMATCH,
     RejectReason.NON_FINITE_SCORE,
@@ -74,31 +76,36 @@ def decode(raw: bytes, max_bytes: int) -> InputEvent | Invalid:
             f"expected a JSON object, got {type(data).__name__}",
             Identity(),
         )
-    identity = read_identity(data)
+    # The identity is read only for a record that is rejected (most are not).
     type_name = data.get("type")
     if type_name is None:
-        return Invalid(RejectReason.MISSING_FIELD, "type: field required", identity)
+        return Invalid(RejectReason.MISSING_FIELD, "type: field required", read_identity(data))
     if not isinstance(type_name, str) or type_name not in INPUT_TYPES:
         known = ", ".join(sorted(INPUT_TYPES))
         return Invalid(
-            RejectReason.UNKNOWN_TYPE, f"type {type_name!r} is not one of {known}", identity
+            RejectReason.UNKNOWN_TYPE,
+            f"type {type_name!r} is not one of {known}",
+            read_identity(data),
         )
     version = data.get("schema_version")
     if version is None:
-        return Invalid(RejectReason.MISSING_FIELD, "schema_version: field required", identity)
+        return Invalid(
+            RejectReason.MISSING_FIELD, "schema_version: field required", read_identity(data)
+        )
     if type(version) is not int or version != 1:
         return Invalid(
             RejectReason.UNSUPPORTED_SCHEMA_VERSION,
             f"schema_version {version!r} is not supported (only 1)",
-            identity,
+            read_identity(data),
         )
     try:
-        context = None if b"null" in raw else {NO_NULLS: True}
-        return INPUT_ADAPTER.validate_python(data, context=context)
+        return INPUT_ADAPTER.validate_python(
+            data, context=_WITH_NULLS if b"null" in raw else _NO_NULLS
+        )
     except ValidationError as exc:
-        return Invalid(*_explain(exc), identity)
+        return Invalid(*_explain(exc), read_identity(data))
     except RecursionError:
-        return Invalid(RejectReason.INVALID_FIELD, "nested too deeply", identity)
+        return Invalid(RejectReason.INVALID_FIELD, "nested too deeply", read_identity(data))
 
 
 def _lenient_json(raw: bytes) -> Any:

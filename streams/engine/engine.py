@@ -180,7 +180,6 @@ class Engine:
     def _process(self, event: InputEvent, raw: bytes, source: Source) -> list[OutputEvent]:
         key = (event.tenant, event.session_id)
         self._last_ts = event.ts
-        identity = Identity(event.tenant, event.session_id, event.event_id, event.seq)
         closed_at = self.stats.closed_sessions.get(key)
         if closed_at is not None and event.seq <= closed_at:
             # Re-delivered after a restart (at-least-once): it was processed before
@@ -194,7 +193,7 @@ class Engine:
                     source,
                     RejectReason.SESSION_CLOSED,
                     "the session was closed; start a new session id",
-                    identity,
+                    _identity(event),
                     event.ts,
                 )
             ]
@@ -207,6 +206,7 @@ class Engine:
             self.stats.duplicates += 1
             return []
         if isinstance(event, SpanAdded) and event.span_id in session.spans:
+            identity = _identity(event)
             self._advance_silently(identity)
             return [
                 self._reject(
@@ -356,6 +356,10 @@ class Engine:
             headers=kept.headers,
             headers_truncated=kept.headers_truncated,
         )
+
+
+def _identity(event: InputEvent) -> Identity:
+    return Identity(event.tenant, event.session_id, event.event_id, event.seq)
 
 
 def _parse_ts(text: str | None) -> datetime | None:

@@ -13,8 +13,9 @@ import hmac
 HASH_PREFIX = "hmac-sha256:"
 
 
-CACHE_ENTRIES = 1 << 16
-"""Keyed hashes remembered per hasher: identifiers repeat across a session's turns."""
+CACHE_ENTRIES = 4096
+"""Keyed hashes remembered per hasher: identifiers repeat across a session's recent
+turns (a small cache: it holds the raw identifiers too, and memory is per span)."""
 
 
 class KeyHasher:

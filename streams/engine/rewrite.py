@@ -309,7 +309,7 @@ def _mutate(
         if placed is None:
             continue  # an entry for a span evicted after base_seq: it stays gone
         if placed.position != position:
-            placed.position = position
+            placed.move(position)
             touched.append(placed)
         held = holdings.get(span_id)
         if held is not None and (placed.holds, placed.mentions) != (held.holds, held.mentions):

@@ -1,0 +1,123 @@
+"""Two fixed costs of the engine, measured for ``bench/engine.py``:
+
+* **decode**: one ``span.added`` and one ``scores.computed`` (six scores), as
+  the mixed workload writes them, decoded and validated by
+  :func:`streams.engine.decode.decode` (bytes -> contract model). CPU time per
+  call (``time.process_time``, best of several batches, so other load on the
+  machine counts as little as possible).
+* **memory**: bytes per live span held by one engine with 100,000 live, scored
+  spans (100 sessions of 1,000 spans with the mixed workload's texts), measured
+  with ``tracemalloc`` as the growth of traced memory while the spans were
+  processed (the input lines themselves are built before tracing starts).
+
+    python -m bench.engine_costs          # prints both; bench.engine includes them
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from streams.engine.decode import decode
+from streams.engine.engine import Engine, Source
+from streams.engine.trace import SessionScript, interleave
+
+Json = dict[str, Any]
+TARGET_DECODE_US = 4.0
+TARGET_BYTES_PER_SPAN = 600.0
+SOURCE = Source("spanguard.events", 0, 0)
+
+
+def _cpu_us(call: Callable[[], object], number: int, repeats: int = 7) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        for _ in range(number):
+            call()
+        best = min(best, time.process_time() - started)
+    return best / number * 1e6
+
+
+def sample_lines(text: Callable[[], str]) -> tuple[bytes, bytes]:
+    """A typical ``span.added`` and a six-score ``scores.computed``."""
+    s = SessionScript("bench-decode", tenant="bench")
+    for i in range(6):
+        s.add(f"s{i}", text(), role="user" if i % 2 else "assistant")
+    s.score(*[(f"s{i}", 0.1 + i / 10) for i in range(6)])
+    lines = s.lines()
+    return lines[0], lines[-1]
+
+
+def measure_decode(text: Callable[[], str], number: int = 20_000) -> Json:
+    """CPU microseconds per decode of a ``span.added`` and of a ``scores.computed``."""
+    added, scores = sample_lines(text)
+    limit = 1 << 20
+    figures = {
+        "span.added": round(_cpu_us(lambda: decode(added, limit), number), 2),
+        "scores.computed (6 scores)": round(_cpu_us(lambda: decode(scores, limit), number), 2),
+    }
+    return {
+        "us_per_decode": figures,
+        "bytes": {"span.added": len(added), "scores.computed (6 scores)": len(scores)},
+        "target_us": TARGET_DECODE_US,
+        "met": all(v <= TARGET_DECODE_US for v in figures.values()),
+    }
+
+
+def measure_memory(text: Callable[[], str], sessions: int = 100, spans: int = 1_000) -> Json:
+    """Traced bytes per live span of one engine holding ``sessions`` x ``spans`` spans."""
+    scripts = []
+    for n in range(sessions):
+        s = SessionScript(f"mem-{n:04d}", tenant=f"tenant-{n % 4}")
+        for i in range(spans):
+            if i % 3 == 0:
+                s.next_turn()
+            s.add(f"s{i:05d}", text())
+        for start in range(0, spans, 250):
+            s.score(*[(f"s{i:05d}", 0.1 + (i % 9) / 10) for i in range(start, start + 250)])
+        scripts.append(s)
+    lines = interleave(scripts)
+    gc.collect()
+    tracemalloc.start()
+    engine = Engine()
+    before = tracemalloc.get_traced_memory()[0]
+    for line in lines:
+        engine.process_raw(line, SOURCE)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    live = sum(len(state.spans) for state in engine.sessions.values())
+    assert live == sessions * spans
+    per_span = (after - before) / live
+    return {
+        "live_spans": live,
+        "sessions": sessions,
+        "traced_bytes": after - before,
+        "bytes_per_live_span": round(per_span, 1),
+        "note": "includes each session's duplicate window (one event id per accepted event)",
+        "target": TARGET_BYTES_PER_SPAN,
+        "met": per_span <= TARGET_BYTES_PER_SPAN,
+    }
+
+
+def main() -> None:
+    """Print both measures."""
+    from bench.engine import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
+
+    gen = TextGen(random.Random(5))
+    templates = [USER_TEMPLATES, TOOL_TEMPLATES]
+    pick = iter(range(10**9))
+
+    def text() -> str:
+        return gen.text(templates[next(pick) % 2])
+
+    print(measure_decode(text))
+    print(measure_memory(text))
+
+
+if __name__ == "__main__":
+    main()

@@ -47,6 +47,8 @@ class PartitionState:
             record.partition,
             record.offset,
             None if record.timestamp_ms is None else _utc(record.timestamp_ms),
+            key=record.key,
+            headers=record.headers,
         )
         misplaced = self._misplaced(record)
         if misplaced is not None:
@@ -56,7 +58,7 @@ class PartitionState:
                 )
             ]
         else:
-            outputs = self.engine.process_raw(record.value or b"", source)
+            outputs = self.engine.process_raw(record.value, source)  # None: a tombstone
         self.next_offset = record.offset + 1
         self.since_checkpoint += 1
         if fleet is not None:

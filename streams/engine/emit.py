@@ -30,6 +30,7 @@ from schemas import (
 from streams.engine.config import EngineSettings
 
 M = TypeVar("M", bound=BaseModel)
+_FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
 def build(cls: type[M], **fields: Any) -> M:
@@ -40,7 +41,10 @@ def build(cls: type[M], **fields: Any) -> M:
     ``tests/engine/test_properties.py`` checks each output against its schema).
     """
     # In declaration order, as validation would store them; a missing field is a KeyError.
-    ordered = {name: fields[name] for name in cls.model_fields}
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(cls.model_fields)  # a slow class property
+    ordered = {name: fields[name] for name in names}
     obj = cls.__new__(cls)
     object.__setattr__(obj, "__dict__", ordered)
     object.__setattr__(obj, "__pydantic_fields_set__", set(fields))

@@ -54,7 +54,7 @@ class _KnownTypes:
 class HoldingsBuilder:
     """Builds :class:`Holdings` for one tenant's spans."""
 
-    __slots__ = ("_hasher", "_surfaces")
+    __slots__ = ("_hash_types", "_hasher", "_surfaces")
 
     def __init__(self, settings: EngineSettings) -> None:
         self._hasher = KeyHasher(
@@ -62,6 +62,7 @@ class HoldingsBuilder:
             clear_keys=settings.clear_keys,
             hash_types=settings.hash_types,
         )
+        self._hash_types = settings.hash_types
         self._surfaces = settings.emit_surfaces
 
     def build(
@@ -81,7 +82,12 @@ class HoldingsBuilder:
         holds: dict[tuple[str, str], None] = {}
         found: dict[Mention, None] = {}
         if text:
-            extraction = extract(text, _KnownTypes(hasher, tenant, known_types))
+            # The extractor asks about lower-case words only; unless types are hashed,
+            # their stored form is the word itself, so the session's set answers directly.
+            known = (
+                known_types if not self._hash_types else _KnownTypes(hasher, tenant, known_types)
+            )
+            extraction = extract(text, known)
             for ident in extraction.identifiers:
                 holds[(hasher.key(tenant, ident.key), hasher.type(tenant, ident.type))] = None
             for anaphor in extraction.anaphors:

@@ -337,3 +337,21 @@ def test_one_pass_pinned_set_picks_the_same_mention_among_several() -> None:
     for removal in ({"a"}, {"a", "t"}, {"t"}):
         walked = pinned_set(state, removal, bulk=False)
         assert walked and pinned_set(state, removal, bulk=True) == walked
+
+
+@pytest.mark.parametrize("hash_types", [False, True])
+def test_anaphor_from_text_pins_its_antecedent_with_types_hashed_or_not(hash_types: bool) -> None:
+    # The extractor finds "that account" in the text only when "account" is a known
+    # type of the session, whether types are stored in clear or keyed-hashed.
+    s = SessionScript()
+    s.add("t12", "It is account 8841-C, the one flagged last week.")
+    s.add("t13", "filler one")
+    s.add("t19", "did that account clear KYC?")
+    s.score(("t12", 0.11), ("t13", 0.05), ("t19", 0.9))
+    s.evict(threshold=0.15)
+    d = EngineDriver(hash_types=hash_types)
+    d.pipe(s)
+    [pin] = d.pins()
+    assert pin.span_id == "t12" and pin.pinned_for == ["t19"]
+    assert pin.mention.type is not None
+    assert pin.mention.type.startswith("hmac-sha256:") is hash_types

@@ -21,8 +21,9 @@ Design, and why:
   long is possessive or bounded, each run of identifier characters is walked
   a bounded number of times, and look-backs and phrase windows are capped.
 * **Pure and total.** Standard library only, no I/O, no state beyond the
-  compiled patterns. Any ``str`` (empty, control characters, lone surrogates,
-  huge) is accepted; nothing raises.
+  compiled patterns (and a memo of the spellings a type word may stand for).
+  Any ``str`` (empty, control characters, lone surrogates, huge) is accepted;
+  nothing raises.
 * **Exact offsets.** For every identifier ``text[start:start + len(surface)]
   == surface`` and ``key == surface.casefold()``; every anaphor's surface also
   sits at its ``start``.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "DETERMINERS",
@@ -535,6 +537,7 @@ def _trim_url(url: str) -> str:
     return url[:end]
 
 
+@lru_cache(maxsize=8192)
 def _type_forms(word: str) -> tuple[str, ...]:
     """The spellings a type word may stand for: itself, then singulars, then plurals.
 
@@ -588,15 +591,19 @@ def _find_anaphors(
             lookup = lookups.get(word)
             if lookup is None:
                 forms = _type_forms(word.lower())
-                lookup = (next((form for form in forms if form in known_types), None), forms)
-                lookups[word] = lookup
-            spelling, forms = lookup
-            if spelling is not None:
+                spelling: str | None = None
+                for form in forms:
+                    if form in known_types:
+                        spelling = form
+                        break
+                lookup = lookups[word] = (spelling, forms)
+            known, forms = lookup
+            if known is not None:
                 word_start = phrase.start(group)
                 if word_start != claimed:
                     claimed = word_start
                     if word_start not in scanner.type_sources and introduced.isdisjoint(forms):
                         surface = text[start : phrase.end(group)]
-                        anaphors.append(Anaphor(spelling, surface, start))
+                        anaphors.append(Anaphor(known, surface, start))
                 break
     return tuple(anaphors)

@@ -23,7 +23,7 @@ from streams.engine.drift import open_window
 from streams.engine.emit import Emission
 from streams.engine.holdings import Holdings, HoldingsBuilder
 from streams.engine.referent_index import Mention
-from streams.engine.state import OrderKey, SessionState, SpanState
+from streams.engine.state import SessionState, SpanState
 from streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
@@ -176,17 +176,57 @@ def _resolutions_before(
 ) -> dict[str, list[tuple[Mention, str]]]:
     """For each span live before and after: its mentions that resolved before, and to what."""
     survivors = [s for _, s in diff.unchanged] + [s for _, s in diff.modified] + diff.kept_late
+    wanted = {
+        span.span_id: holdings[span.span_id].mentions if span.span_id in holdings else span.mentions
+        for span in survivors
+    }
+    binders = resolve_in_order(session, wanted)
     before: dict[str, list[tuple[Mention, str]]] = {}
     for span in survivors:
-        mentions = holdings[span.span_id].mentions if span.span_id in holdings else span.mentions
-        resolved = []
-        for mention in mentions:
-            binder = session.referents.resolve(span.order_key, mention)
-            if binder is not None:
-                resolved.append((mention, binder))
+        found = binders.get(span.span_id)
+        if found is None:
+            continue
+        resolved = [
+            (mention, binder)
+            for mention, binder in zip(wanted[span.span_id], found, strict=True)
+            if binder is not None
+        ]
         if resolved:
             before[span.span_id] = resolved
     return before
+
+
+def resolve_in_order(
+    session: SessionState, wanted: dict[str, tuple[Mention, ...]]
+) -> dict[str, list[str | None]]:
+    """What each mention of the live spans in ``wanted`` resolves to (None: nothing),
+    aligned with ``wanted``'s lists, in one pass over the context order.
+
+    The same answers as :meth:`ReferentIndex.resolve` for each mention (a key is bound
+    by its earliest holder, an anaphor by the latest holder of its type before the
+    span), without a sorted-index search per mention.
+    """
+    key_holders = session.referents.key_holders
+    spans = session.spans
+    latest: dict[str, str] = {}
+    found: dict[str, list[str | None]] = {}
+    for at in session.order:
+        span_id = at[2]
+        mentions = wanted.get(span_id)
+        if mentions:
+            binders: list[str | None] = []
+            for mention in mentions:
+                if mention.key is not None:
+                    holders = key_holders.get(mention.key)
+                    binders.append(holders[0][2] if holders else None)
+                elif mention.type is not None:
+                    binders.append(latest.get(mention.type))
+                else:
+                    binders.append(None)
+            found[span_id] = binders
+        for _, type_ in spans[span_id].holds:
+            latest[type_] = span_id
+    return found
 
 
 def _check_invalidation(event: ContextRewritten, diff: _Diff) -> list[dict[str, Any]]:
@@ -328,13 +368,18 @@ def _check_referents(
     emission: Emission,
 ) -> bool:
     dropped: list[dict[str, Any]] = []
+    live = {
+        span_id: tuple(mention for mention, _ in resolved)
+        for span_id, resolved in before.items()
+        if span_id in session.spans
+    }
+    after = resolve_in_order(session, live)
     for span_id, resolved in before.items():
-        span = session.spans.get(span_id)
-        if span is None:
+        now = after.get(span_id)
+        if now is None:
             continue
-        at: OrderKey = span.order_key
-        for mention, binder in resolved:
-            if session.referents.resolve(at, mention) is None:
+        for (mention, binder), binder_now in zip(resolved, now, strict=True):
+            if binder_now is None:
                 dropped.append(
                     {
                         "span_id": span_id,

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from bench.fuzz import garbage_mix
 from streams.app.topology import runtime_config
 from streams.client.kafka_io import OutputReader, produce_lines, session_key
 from streams.client.partitioning import partition_for
@@ -161,6 +162,23 @@ def worker_throughput(
         "wall_s_from_ready": round(wall, 2),
         "state_records_per_event": round(records / len(lines), 3),
         "changelog_bytes_per_event": round(size / len(lines), 1),
+    }
+
+
+def garbage_mix_ratio(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
+    """One worker on the clean stream and on the same stream with 10% garbage
+    (every garbage record a dead letter): events/s of each and their ratio (issue
+    target: the mix at >= 0.8 of the clean stream)."""
+    mixed, garbage = garbage_mix(lines, share=0.1, too_large=False)
+    off = '{"enabled": false}'
+    clean = worker_throughput(bench, lines, 1, "clean", SPANGUARD_FLEET=off)
+    dirty = worker_throughput(bench, mixed, 1, "garbage", SPANGUARD_FLEET=off)
+    return {
+        "clean_events_per_s": clean["events_per_s"],
+        "mixed_events_per_s": dirty["events_per_s"],
+        "garbage_records": len(garbage),
+        "ratio": round(dirty["events_per_s"] / clean["events_per_s"], 3),
+        "target": 0.8,
     }
 
 
@@ -443,6 +461,8 @@ def main() -> None:
                 "targets": {"shipped": 0.20, "runtime-alone": 0.5},
             }
             print(json.dumps(results["throughput"], indent=2), flush=True)
+            results["garbage_mix"] = garbage_mix_ratio(bench, lines)
+            print(json.dumps(results["garbage_mix"], indent=2), flush=True)
             capacity = runs[0]["events_per_s"]
             lat_sessions = 100 if args.quick else 1000
             results["latency"] = [

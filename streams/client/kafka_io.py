@@ -47,7 +47,12 @@ def session_key(raw: bytes) -> bytes | None:
             return None
     else:
         session = data.get("session_id") if isinstance(data, dict) else None
-    return session.encode("utf-8") if isinstance(session, str) and session else None
+    if not isinstance(session, str) or not session:
+        return None
+    try:
+        return session.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape: no session can have that id
+        return None
 
 
 _UNPARSABLE = object()

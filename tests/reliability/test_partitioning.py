@@ -88,3 +88,8 @@ def test_session_key_reads_escapes_in_truncated_lines() -> None:
 )
 def test_session_key_is_none_without_a_session(line: bytes) -> None:
     assert session_key(line) is None
+
+
+def test_a_session_id_with_a_lone_surrogate_gives_no_key() -> None:
+    # found by bench/e2e.py's garbage mix: the producer crashed encoding the key
+    assert session_key(b'{"session_id": "s-\\ud800", "type": "span.added"}') is None

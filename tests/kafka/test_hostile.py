@@ -27,7 +27,26 @@ def test_a_garbage_mix_is_dead_lettered_and_changes_no_valid_output(pipeline: Pi
     expected = replay_outputs(valid)
     worker = pipeline.start_worker("mix")
     worker.wait_ready()
-    pipeline.produce(mixed)
+
+    async def send() -> None:
+        # as a third-party producer would: keyed by session when one is readable, a header each
+        producer = AIOKafkaProducer(bootstrap_servers=pipeline.bootstrap, enable_idempotence=True)
+        await producer.start()
+        try:
+            acks = [
+                await producer.send(
+                    pipeline.topic("events"),
+                    line,
+                    key=session_key(line),
+                    headers=[("trace", f"t-{n}".encode())],
+                )
+                for n, line in enumerate(mixed)
+            ]
+            await asyncio.gather(*acks)
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
     want = set(identities(expected))
     got = pipeline.read_until(
         lambda seen: (
@@ -43,7 +62,19 @@ def test_a_garbage_mix_is_dead_lettered_and_changes_no_valid_output(pipeline: Pi
     by_raw = {base64.b64decode(r["raw"]): r for r in rejected}
     for item in garbage:
         assert item.raw in by_raw, f"{item.category}: no dead letter"
-        assert by_raw[item.raw]["reason"] in {r.value for r in item.expected}, item.category
+        letter = by_raw[item.raw]
+        assert letter["reason"] in {r.value for r in item.expected}, item.category
+        sent = {f"t-{n}" for n, line in enumerate(mixed) if line == item.raw}
+        traces = {
+            base64.b64decode(h["value_b64"]).decode()
+            for r in rejected
+            if base64.b64decode(r["raw"]) == item.raw
+            for h in r["headers"]
+            if h["key"] == "trace"
+        }
+        assert traces == sent, item.category
+        key = session_key(item.raw)
+        assert letter["key"] == (None if key is None else base64.b64encode(key).decode())
 
 
 def test_a_record_on_the_wrong_partition_is_refused_and_never_applied(

@@ -311,6 +311,11 @@ def install_fleet(
     holder.append(fleet)
     runtime.set_fleet_hook(combiner)  # FLEET HOOK
     runtime.on_batch = combiner.batch
+    runtime.on_failure = lambda what: (
+        metrics.send_failed("kafka_outputs")
+        if what == "send"
+        else metrics.agent_crashed("data-path")
+    )
     membership = None
     if conf.web_enabled:
         membership = MembershipService(

@@ -62,9 +62,9 @@ LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0,
 )  # fmt: skip
 """Seconds; up to 30 s so that a burst's tail (seconds, not milliseconds) is measured."""
-SEND_TARGETS = ("alerts_topic", "alertmanager", "otlp")
+SEND_TARGETS = ("kafka_outputs", "alerts_topic", "alertmanager", "otlp")
 """Where a worker sends on its own (besides the runtime's transactional outputs)."""
-AGENTS = ("process", "fleet-aggregate", "fleet-tick")
+AGENTS = ("data-path", "process", "fleet-aggregate", "fleet-tick")
 """The worker's long-running tasks whose crashes are counted."""
 
 

@@ -101,6 +101,9 @@ class Runtime:
         self.on_ack: Callable[[OutputEvent, Any, int], None] | None = None
         """Called with each output, its broker acknowledgement and when it was sent
         (the ordering journal of the integration tests)."""
+        self.on_failure: Callable[[str], None] | None = None
+        """Called with ``"send"`` for each batch whose outputs could not all be written
+        and ``"step"`` for each processing step that failed (metrics)."""
         self.on_batch: Callable[[int, float], None] | None = None
         """Called after each batch with its record count and the seconds from poll
         to every output acknowledged (processing-time metrics)."""
@@ -291,6 +294,8 @@ class Runtime:
                 await self.step()
             except Exception:
                 self.stats.crashes += 1
+                if self.on_failure is not None:
+                    self.on_failure("step")
                 log.exception("spanguard: processing step failed; retrying")
                 await self._sleep(self.config.retry_backoff[0])
         await self.close()
@@ -392,6 +397,8 @@ class Runtime:
             self.stats.outputs += len(sent)
         if failed:
             self.stats.send_failures += len(failed)
+            if self.on_failure is not None:
+                self.on_failure("send")
         return failed
 
     # -- checkpoints ---------------------------------------------------------

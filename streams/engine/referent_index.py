@@ -8,19 +8,19 @@ Resolution follows the contract:
 * an anaphor of type ``T`` in span ``S`` is bound by the latest live span
   strictly before ``S`` that holds an entity of type ``T``.
 
-Both directions are answered from sorted indexes in O(log n) plus the size of
-the answer, so a pinned-set computation touches only the candidates and their
-referent edges, never the whole session.
+Both directions are answered from sorted lists by bisection, in O(log n) plus
+the size of the answer, so a pinned-set computation touches only the candidates
+and their referent edges, never the whole session. Plain lists rather than
+sorted-list objects: a new span comes last (an insert is an append), and the
+tail move of a removal from the middle is one C ``memmove``.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
-
-from sortedcontainers import SortedList
 
 OrderKey = tuple[int, int, str]
 
@@ -65,8 +65,10 @@ class ReferentIndex:
         """Per key, its live holders in order (a plain sorted list: most keys have one
         or two holders, and a sorted-list object per key would cost more than it saves)."""
         self.key_mentioners: dict[str, set[str]] = {}
-        self.type_holders: dict[str, SortedList] = {}
-        self.anaphors: dict[str, SortedList] = {}
+        self.type_holders: dict[str, list[OrderKey]] = {}
+        self.anaphors: dict[str, list[OrderKey]] = {}
+        """Per type, its holders / the spans with an anaphor of it, in order: plain sorted
+        lists too (new spans come last, so an insert is an append)."""
 
     @classmethod
     def build(cls, spans: Iterable[_Span]) -> ReferentIndex:
@@ -99,8 +101,10 @@ class ReferentIndex:
         for holders in key_holders.values():
             holders.sort()
         index.key_holders = key_holders
-        index.type_holders = {k: SortedList(v) for k, v in type_holders.items()}
-        index.anaphors = {k: SortedList(v) for k, v in anaphors.items()}
+        for entries in (*type_holders.values(), *anaphors.values()):
+            entries.sort()
+        index.type_holders = type_holders
+        index.anaphors = anaphors
         return index
 
     def add(
@@ -119,14 +123,14 @@ class ReferentIndex:
             else:
                 insort(holders, at)
         for type_ in types:
-            self.type_holders.setdefault(type_, SortedList()).add(at)
+            _insert(self.type_holders, type_, at)
         anaphor_types: set[str] = set()
         for mention in mentions:
             if mention.key is not None:
                 self.key_mentioners.setdefault(mention.key, set()).add(span_id)
             elif mention.type is not None and mention.type not in anaphor_types:
                 anaphor_types.add(mention.type)
-                self.anaphors.setdefault(mention.type, SortedList()).add(at)
+                _insert(self.anaphors, mention.type, at)
 
     def remove(
         self,
@@ -193,7 +197,7 @@ class ReferentIndex:
                     continue
                 kept = [at for at in entries if at[2] not in leaving]
                 if kept:
-                    index[name] = SortedList(kept)
+                    index[name] = kept
                 else:
                     del index[name]
 
@@ -207,7 +211,7 @@ class ReferentIndex:
         holders = self.type_holders.get(mention.type)
         if not holders:
             return None
-        before = holders.bisect_left(at)
+        before = bisect_left(holders, at)
         return holders[before - 1][2] if before else None
 
     def dependents(
@@ -235,10 +239,12 @@ class ReferentIndex:
         if not users:
             return
         holders = self.type_holders[type_]
-        after = holders.bisect_right(at)
-        upper = holders[after] if after < len(holders) else None
+        after = bisect_right(holders, at)
+        # Anaphors after ``at`` up to and including the next holder of the type.
+        first = bisect_right(users, at)
+        last = bisect_right(users, holders[after]) if after < len(holders) else len(users)
         mention = Mention(type=type_)
-        for user_at in users.irange(minimum=at, maximum=upper, inclusive=(False, True)):
+        for user_at in users[first:last]:
             yield user_at[2], mention
 
 
@@ -256,10 +262,22 @@ def _unique_holds(holds: Iterable[tuple[str, str]]) -> tuple[dict[str, str], set
     return keys, types
 
 
-def _discard(index: dict[str, SortedList], name: str, at: OrderKey) -> None:
+def _insert(index: dict[str, list[OrderKey]], name: str, at: OrderKey) -> None:
+    entries = index.get(name)
+    if entries is None:
+        index[name] = [at]
+    elif entries[-1] < at:
+        entries.append(at)  # the common case: a new span comes last
+    else:
+        insort(entries, at)
+
+
+def _discard(index: dict[str, list[OrderKey]], name: str, at: OrderKey) -> None:
     entries = index.get(name)
     if entries is None:
         return
-    entries.discard(at)
+    where = bisect_left(entries, at)
+    if where < len(entries) and entries[where] == at:
+        del entries[where]
     if not entries:
         del index[name]

@@ -1,0 +1,119 @@
+"""Project output events (the engine's, or any producer's) onto the reference's
+outcomes, and compare two runs event by event.
+
+It reads only the contract's output models from :mod:`schemas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from schemas import (
+    EventRejected,
+    EvictionDecided,
+    IntegrityFault,
+    OutputEvent,
+    ScoresRecomputeRequested,
+    SpanPinned,
+)
+from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute, Rejected
+
+SESSION_WIDE = frozenset({"MONOTONIC_DRIFT", "PRUNING_STALLED", "SEQUENCE_GAP", "OUT_OF_ORDER"})
+"""Fault kinds about the session, not about spans: their span ids are not compared."""
+
+
+def outcomes_of(outputs: Iterable[OutputEvent]) -> list[Outcome]:
+    """The outcomes a list of output events states (ids, times, evidence left out)."""
+    found: list[Outcome] = []
+    for output in outputs:
+        if isinstance(output, IntegrityFault):
+            found.append(Fault(output.kind.value, frozenset(output.span_ids)))
+        elif isinstance(output, SpanPinned):
+            found.append(Pin(output.span_id, frozenset(output.pinned_for)))
+        elif isinstance(output, ScoresRecomputeRequested):
+            found.append(Recompute(frozenset(output.span_ids)))
+        elif isinstance(output, EvictionDecided):
+            found.append(
+                Decision(
+                    output.request_id,
+                    output.action.value,
+                    frozenset(output.committed),
+                    frozenset((r.span_id, r.reason.value) for r in output.refused),
+                    frozenset(output.dropped),
+                )
+            )
+        elif isinstance(output, EventRejected):
+            found.append(Rejected(output.reason.value))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Semantics:
+    """What is compared of one input event's outcomes.
+
+    Faults as ``(kind, span_id)`` pairs (so grouping spans into one fault or
+    several does not matter; ``""`` for a session-wide kind), pinned spans,
+    ``(pinned span, span whose mention needs it)`` pairs, recomputed spans,
+    decisions and rejection reasons.
+    """
+
+    faults: frozenset[tuple[str, str]]
+    pins: frozenset[str]
+    pinned_for: frozenset[tuple[str, str]]
+    recompute: frozenset[str]
+    decisions: tuple[Decision, ...]
+    rejections: tuple[str, ...]
+
+
+def semantics(outcomes: Sequence[Outcome]) -> Semantics:
+    """Reduce a list of outcomes to what the comparison looks at."""
+    faults: set[tuple[str, str]] = set()
+    pins: set[tuple[str, str]] = set()
+    recompute: set[str] = set()
+    decisions: list[Decision] = []
+    rejections: list[str] = []
+    for item in outcomes:
+        if isinstance(item, Fault):
+            if item.kind in SESSION_WIDE or not item.span_ids:
+                faults.add((item.kind, ""))
+            else:
+                faults.update((item.kind, span_id) for span_id in item.span_ids)
+        elif isinstance(item, Pin):
+            pins.add((item.span_id, ""))
+            pins.update((item.span_id, needer) for needer in item.pinned_for)
+        elif isinstance(item, Recompute):
+            recompute.update(item.span_ids)
+        elif isinstance(item, Decision):
+            decisions.append(item)
+        else:
+            rejections.append(item.reason)
+    return Semantics(
+        frozenset(faults),
+        frozenset(span_id for span_id, _ in pins),
+        frozenset(pair for pair in pins if pair[1]),
+        frozenset(recompute),
+        tuple(decisions),
+        tuple(sorted(rejections)),
+    )
+
+
+FIELDS = ("faults", "pins", "pinned_for", "recompute", "decisions", "rejections")
+
+
+def disagreements(engine: Semantics, reference: Semantics) -> list[str]:
+    """The fields on which ``engine`` departs from ``reference``.
+
+    ``pinned_for`` only has to be a subset of the reference's: the reference
+    lists every span whose mention resolves to the pinned one, while a
+    pinned_for that names only the spans that caused the pin (the retained
+    spans, and spans pinned before it) is a valid reading too.
+    """
+    differ = [
+        name
+        for name in FIELDS
+        if name != "pinned_for" and getattr(engine, name) != getattr(reference, name)
+    ]
+    if not engine.pinned_for <= reference.pinned_for:
+        differ.append("pinned_for")
+    return differ

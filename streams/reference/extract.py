@@ -1,0 +1,77 @@
+"""The referents of one span: what it holds and what it mentions.
+
+Shared code, on purpose: the contract says "the project's extractor module is
+the reference implementation of these rules (the client side uses the same
+code)", so the identifier and anaphor rules are taken from the pure function
+:func:`streams.engine.referents.extract` and nothing else of
+:mod:`streams.engine` is used by the reference model. Everything built on top
+(binding, resolution, pinning) is re-derived here from the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Set
+from dataclasses import dataclass
+
+from schemas import MentionIn, Referent
+from streams.engine.referents import extract
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """A reference a span makes: to a ``key``, or (``key`` None) an anaphor of ``type``."""
+
+    key: str | None
+    type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Referents:
+    """``holds``: ``(key, type)`` of every entity the span holds (introduced or
+    repeated); ``mentions``: the harness's mentions and the text's anaphors."""
+
+    holds: tuple[tuple[str, str], ...] = ()
+    mentions: tuple[Mention, ...] = ()
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The keys the span holds."""
+        return frozenset(key for key, _ in self.holds)
+
+    @property
+    def types(self) -> frozenset[str]:
+        """The entity types the span holds."""
+        return frozenset(kind for _, kind in self.holds)
+
+    def plus(self, other: Referents) -> Referents:
+        """Both sets of referents."""
+        return Referents(self.holds + other.holds, self.mentions + other.mentions)
+
+
+def canonical_key(key: str) -> str:
+    """A key as the contract compares it: case-folded (a hashed key is kept)."""
+    return key.lower() if key.startswith("hmac-sha256:") else key.casefold()
+
+
+def from_text(text: str, known_types: Set[str]) -> Referents:
+    """Referents the built-in extractor finds in ``text``; ``known_types`` are
+    the types the session introduced so far (for anaphors)."""
+    found = extract(text, frozenset(known_types))
+    holds = tuple((item.key, item.type) for item in found.identifiers)
+    mentions = tuple(Mention(None, item.type) for item in found.anaphors)
+    return Referents(holds, mentions)
+
+
+def from_harness(
+    introduces: Iterable[Referent] | None, mentions: Iterable[MentionIn] | None
+) -> Referents:
+    """Referents the harness sent as ``introduces`` / ``mentions``."""
+    holds = tuple((canonical_key(item.key), item.type.lower()) for item in introduces or ())
+    said = tuple(
+        Mention(
+            canonical_key(item.key) if item.key is not None else None,
+            item.type.lower() if item.type is not None else None,
+        )
+        for item in mentions or ()
+    )
+    return Referents(holds, said)

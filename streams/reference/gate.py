@@ -1,0 +1,148 @@
+"""The eviction gate, recomputed from scratch for one ``eviction.requested``."""
+
+from __future__ import annotations
+
+from schemas import EvictionRequested
+from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute
+from streams.reference.state import POISONED_AT, Session, Span, all_mentions, binder
+
+STALL_AFTER = 3
+"""The contract's default: FREEZEs in a row that raise ``PRUNING_STALLED``."""
+
+
+def usable_score(span: Span, query: str | None) -> float | None:
+    """The span's bound score for ``query`` (a score for another query is absent)."""
+    bound = span.score
+    if bound is None:
+        return None
+    if query is not None and bound.query is not None and bound.query != query:
+        return None
+    return bound.value
+
+
+def _requested(session: Session, event: EvictionRequested) -> list[str]:
+    """The candidates, or the policy's selection (ranked only on bound scores)."""
+    if event.candidates is not None:
+        return list(dict.fromkeys(event.candidates))
+    assert event.policy is not None
+    ranked: list[tuple[float, Span]] = []
+    for span in session.ordered():
+        value = usable_score(span, event.query_sha256)
+        if span.counter < POISONED_AT and value is not None:
+            ranked.append((value, span))
+    if event.policy.threshold is not None:
+        threshold = event.policy.threshold
+        return [span.span_id for value, span in ranked if value < threshold]
+    keep = event.policy.keep_top_k or 0
+    best_first = sorted(ranked, key=lambda item: (-item[0], item[1].order, item[1].span_id))
+    return [span.span_id for _, span in best_first[keep:]]
+
+
+def _pins(session: Session, leaving: set[str]) -> dict[str, set[str]]:
+    """Step 1: spans that would leave but that a retained span needs, closed
+    transitively over the pinned spans' own mentions; each with the spans
+    (retained, or pinned themselves) whose mentions resolve to it."""
+    live = list(session.spans.values())
+    pinned: dict[str, set[str]] = {}
+    work = [span for span in live if span.span_id not in leaving]
+    examined: set[str] = set()
+    while work:
+        owner = work.pop()
+        if owner.span_id in examined:
+            continue
+        examined.add(owner.span_id)
+        for mention in all_mentions(owner):
+            needed = binder(mention, owner, live)
+            if needed is None or needed.span_id not in leaving:
+                continue
+            pinned.setdefault(needed.span_id, set()).add(owner.span_id)
+            work.append(needed)
+    return pinned
+
+
+def _neighbours(session: Session, stale: list[Span]) -> set[str]:
+    """Stale spans and their one-hop neighbours: adjacent by position, live
+    ``derived_from`` parents and live children."""
+    ordered = session.ordered()
+    wanted: set[str] = set()
+    for span in stale:
+        wanted.add(span.span_id)
+        index = ordered.index(span)
+        if index > 0:
+            wanted.add(ordered[index - 1].span_id)
+        if index + 1 < len(ordered):
+            wanted.add(ordered[index + 1].span_id)
+        wanted.update(parent for parent in span.derived_from if parent in session.spans)
+        wanted.update(other.span_id for other in ordered if span.span_id in other.derived_from)
+    return wanted
+
+
+def _absent(session: Session, span_id: str) -> str:
+    return "ALREADY_EVICTED" if span_id in session.gone else "UNKNOWN_SPAN"
+
+
+def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
+    """The outcomes of one eviction request; applies its removals to ``session``."""
+    outcomes: list[Outcome] = []
+    requested = _requested(session, event)
+    poisoned = {s.span_id for s in session.spans.values() if s.counter >= POISONED_AT}
+    leaving = {span_id for span_id in requested if span_id in session.spans} | poisoned
+    pinned = _pins(session, leaving)
+    outcomes.extend(Pin(span_id, frozenset(needs)) for span_id, needs in pinned.items())
+    dropped = poisoned - pinned.keys()
+    kept_poisoned = poisoned & pinned.keys()
+    if kept_poisoned:
+        outcomes.append(Fault("POISONED_SPAN", frozenset(kept_poisoned)))
+    stale = [s for s in session.ordered() if 0 < s.counter < POISONED_AT]
+    refused: set[tuple[str, str]] = {(span_id, "PINNED") for span_id in kept_poisoned}
+    committed: list[str] = []
+    frozen = bool(stale) and event.basis == "score"
+    for span_id in requested:
+        if span_id in dropped:
+            continue
+        if span_id in pinned:
+            refused.add((span_id, "PINNED"))
+        elif span_id not in session.spans:
+            refused.add((span_id, _absent(session, span_id)))
+        elif frozen:
+            stale_itself = session.spans[span_id].counter > 0
+            refused.add((span_id, "STALE_SCORE" if stale_itself else "FROZEN"))
+        elif (
+            event.basis == "score"
+            and usable_score(session.spans[span_id], event.query_sha256) is None
+        ):
+            stale_itself = session.spans[span_id].counter > 0
+            refused.add((span_id, "STALE_SCORE" if stale_itself else "UNSCORED"))
+        else:
+            committed.append(span_id)
+    if frozen:
+        action = "FREEZE"
+        recompute = _neighbours(session, stale) - dropped
+        outcomes.append(Recompute(frozenset(recompute)))
+        session.freezes += 1
+        if session.freezes % STALL_AFTER == 0:
+            outcomes.append(Fault("PRUNING_STALLED", frozenset()))
+    else:
+        session.freezes = 0
+        if not refused:
+            action = "COMMIT"
+        elif committed:
+            action = "PARTIAL"
+        else:
+            action = "REJECT"
+    for span_id in [*committed, *sorted(dropped)]:
+        session.leave(span_id, event.seq)
+    cited = {parent for span in session.spans.values() for parent in span.derived_from}
+    orphaned = {span_id for span_id in committed if span_id in cited}
+    if orphaned:
+        outcomes.append(Fault("ORPHANED_PARENT", frozenset(orphaned)))
+    outcomes.append(
+        Decision(
+            event.request_id,
+            action,
+            frozenset(committed),
+            frozenset(refused),
+            frozenset(dropped),
+        )
+    )
+    return outcomes

@@ -1,0 +1,180 @@
+"""Input lines for the reference model and the differential test.
+
+:class:`SessionWriter` writes one session's events (``seq`` and event ids
+filled in); :func:`random_session` drives it with random operations over a
+small pool of span ids and identifiers, so that rewrites collide with
+evictions, anaphors lose their antecedents and counters climb far more often
+than in realistic traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+IDENTIFIERS = ("8841-C", "INC-4411", "ops@example.com", "/var/log/app.log", "B-77")
+TYPES = ("account", "incident", "ticket", "vendor")
+
+
+def sha(text: str) -> str:
+    """The contract's text hash."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SessionWriter:
+    """Builds the JSON lines of one session, in order."""
+
+    def __init__(self, session_id: str = "s1", tenant: str = "acme") -> None:
+        self.session_id = session_id
+        self.tenant = tenant
+        self.seq = 0
+        self.lines: list[bytes] = []
+
+    def event(self, kind: str, seq: int | None = None, **fields: Any) -> bytes:
+        """Append an event of ``kind`` (the next ``seq`` unless given) and return its line."""
+        if seq is None:
+            seq = self.seq
+            self.seq += 1
+        body = {
+            "type": kind,
+            "schema_version": 1,
+            "event_id": f"{self.session_id}-e{len(self.lines)}",
+            "session_id": self.session_id,
+            "tenant": self.tenant,
+            "seq": seq,
+            "turn": seq // 3,
+            "ts": "2026-12-01T00:00:00Z",
+            **fields,
+        }
+        line = json.dumps(body).encode()
+        self.lines.append(line)
+        return line
+
+    def add(self, span_id: str, text: str, position: int, tokens: int = 10, **extra: Any) -> bytes:
+        """A ``span.added`` with text."""
+        return self.event(
+            "span.added", span_id=span_id, text=text, position=position, tokens=tokens, **extra
+        )
+
+    def score(self, *scores: tuple[str, float, str | None]) -> bytes:
+        """A ``scores.computed`` of ``(span_id, score, hash or None)``."""
+        body = [
+            {"score_id": f"sc{len(self.lines)}-{i}", "span_id": span_id, "score": value}
+            | ({"text_sha256": digest} if digest is not None else {})
+            for i, (span_id, value, digest) in enumerate(scores)
+        ]
+        return self.event("scores.computed", scorer="m1", scores=body)
+
+    def rewrite(self, context: list[dict[str, Any]], **extra: Any) -> bytes:
+        """A ``context.rewritten`` with the complete ``context``."""
+        return self.event(
+            "context.rewritten", rewrite_id=f"rw{len(self.lines)}", context=context, **extra
+        )
+
+    def evict(self, **extra: Any) -> bytes:
+        """An ``eviction.requested``: ``candidates=[...]`` or ``policy={...}``."""
+        return self.event("eviction.requested", request_id=f"req{len(self.lines)}", **extra)
+
+
+def _text(rng: random.Random) -> str:
+    """Agent-like text holding 0-2 identifiers and maybe an anaphor."""
+    words = ["Checked", "the", "logs", "and", "replied."]
+    for _ in range(rng.randint(0, 2)):
+        words += [rng.choice(TYPES), rng.choice(IDENTIFIERS), "is", "open."]
+    if rng.random() < 0.5:
+        words += ["Please", "look", "at", rng.choice(("that", "the", "this")), rng.choice(TYPES)]
+    return " ".join(words)
+
+
+def random_session(rng: random.Random, session_id: str, events: int) -> list[bytes]:
+    """A random session of about ``events`` lines (see the module docstring)."""
+    writer = SessionWriter(session_id, rng.choice(("acme", "globex")))
+    live: dict[str, tuple[str, int]] = {}  # span id -> (text, tokens), as the harness sees it
+    next_span = 0
+    for _ in range(events):
+        roll = rng.random()
+        if roll < 0.35 or not live:
+            span_id = f"u{next_span}" if rng.random() < 0.9 else f"u{rng.randint(0, next_span)}"
+            next_span += 1
+            text = _text(rng)
+            tokens = rng.randint(0, 60)
+            extra: dict[str, Any] = {}
+            if rng.random() < 0.1 and live:
+                extra["derived_from"] = rng.sample(sorted(live), k=min(len(live), 2))
+            if rng.random() < 0.1:
+                extra["mentions"] = [{"key": rng.choice(IDENTIFIERS)}]
+            writer.add(span_id, text, rng.randint(0, 20), tokens, **extra)
+            live[span_id] = (text, tokens)
+        elif roll < 0.55:
+            picks = rng.sample(sorted(live), k=rng.randint(1, len(live)))
+            scores = []
+            for span_id in picks:
+                text = live[span_id][0]
+                choice = rng.random()
+                digest = sha(text) if choice < 0.8 else (None if choice < 0.9 else sha("old"))
+                scores.append((span_id, round(rng.uniform(0, 1), 3), digest))
+            writer.score(*scores)
+        elif roll < 0.75:
+            context: list[dict[str, Any]] = []
+            order = sorted(live)
+            rng.shuffle(order)
+            removed = [s for s in order if rng.random() < 0.2]
+            kept = [s for s in order if s not in removed]
+            for span_id in kept:
+                text, tokens = live[span_id]
+                if rng.random() < 0.3:
+                    text = _text(rng)
+                    tokens = rng.randint(0, 60)
+                entry: dict[str, Any] = {"span_id": span_id, "tokens": tokens}
+                entry |= {"text": text} if rng.random() < 0.8 else {"text_sha256": sha(text)}
+                context.append(entry)
+                live[span_id] = (text, tokens)
+            if removed and rng.random() < 0.7:
+                summary = "" if rng.random() < 0.15 else _text(rng)
+                tokens = rng.choice((1, 2, 20, 200))
+                entry = {"span_id": f"sum{next_span}", "text": summary, "tokens": tokens}
+                entry["derived_from"] = removed
+                if rng.random() < 0.2:
+                    entry["score"] = {"score_id": "x", "score": 0.9}
+                next_span += 1
+                context.insert(rng.randint(0, len(context)), entry)
+                live[entry["span_id"]] = (summary, tokens)
+            for span_id in removed:
+                live.pop(span_id, None)
+            extra = {}
+            if rng.random() < 0.5:
+                extra["declared_modified"] = [e["span_id"] for e in context if rng.random() < 0.5]
+            if rng.random() < 0.5:
+                extra["scores_invalidated"] = [f"sc{i}-0" for i in range(len(writer.lines))]
+            if rng.random() < 0.3:
+                extra["base_seq"] = max(0, writer.seq - rng.randint(1, 4))
+            writer.rewrite(context, **extra)
+        elif roll < 0.93:
+            extra = {}
+            if rng.random() < 0.7:
+                pool = [*sorted(live), f"u{next_span + 5}"]
+                extra["candidates"] = rng.sample(pool, k=rng.randint(0, min(3, len(pool))))
+                if rng.random() < 0.2:
+                    extra["basis"] = "recency"
+            elif rng.random() < 0.5:
+                extra["policy"] = {"threshold": round(rng.uniform(0, 1), 2)}
+            else:
+                extra["policy"] = {"keep_top_k": rng.randint(0, 4)}
+            writer.evict(**extra)
+            # The harness does not know what was committed; it forgets what it asked for.
+            for span_id in extra.get("candidates", []):
+                if rng.random() < 0.5:
+                    live.pop(span_id, None)
+        elif roll < 0.96:
+            writer.seq += rng.choice((-2, 2))
+            writer.seq = max(0, writer.seq)
+        elif roll < 0.98 and writer.lines:
+            writer.lines.append(rng.choice(writer.lines))  # a re-delivery
+        else:
+            writer.lines.append(b'{"type": "span.added", "schema_version": 2}')
+    if rng.random() < 0.3:
+        writer.event("session.closed")
+        writer.add("late", "after the close", 0)
+    return writer.lines

@@ -1,0 +1,133 @@
+"""A session as plain dicts, and the contract's binding rules recomputed by scans.
+
+Nothing here is incremental: every question (who binds a key, what an anaphor
+refers to, what is adjacent) is answered by scanning the live spans again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streams.reference.extract import Mention, Referents
+
+REWRITE_OF_REWRITE_AT = 2
+"""The contract's default: a counter reaching 2 raises ``REWRITE_OF_REWRITE``."""
+POISONED_AT = 3
+"""The contract's default: a counter reaching 3 poisons the span (``drop``)."""
+DEDUP_WINDOW = 10_000
+"""The contract's default count window of accepted event ids."""
+
+
+@dataclass(slots=True)
+class Bound:
+    """A score bound to a span's current text by a ``scores.computed`` pass."""
+
+    score_id: str
+    value: float
+    query: str | None
+    seq: int
+
+
+@dataclass(slots=True)
+class Span:
+    """A live span: where it stands, its content hash, its counter, its score."""
+
+    span_id: str
+    position: int
+    arrival: int
+    text_hash: str
+    tokens: int
+    derived_from: tuple[str, ...]
+    counter: int
+    score: Bound | None
+    referents: Referents
+    added_seq: int
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Order in the context: position, ties by arrival."""
+        return (self.position, self.arrival)
+
+
+@dataclass(slots=True)
+class Gone:
+    """A span that left the live set: its last counter and the ``seq`` it left at."""
+
+    counter: int
+    seq: int
+
+
+@dataclass(slots=True)
+class Session:
+    """Everything the contract makes a session remember."""
+
+    spans: dict[str, Span] = field(default_factory=dict)
+    gone: dict[str, Gone] = field(default_factory=dict)
+    known_types: set[str] = field(default_factory=set)
+    last_seq: int | None = None
+    recent_ids: list[str] = field(default_factory=list)
+    arrivals: int = 0
+    drift_before: tuple[float | None, int] | None = None
+    drift_run: int = 0
+    freezes: int = 0
+
+    def ordered(self) -> list[Span]:
+        """The live spans in context order."""
+        return sorted(self.spans.values(), key=lambda span: span.order)
+
+    def leave(self, span_id: str, seq: int) -> None:
+        """Take ``span_id`` out of the live set, remembering its counter."""
+        span = self.spans.pop(span_id)
+        self.gone[span_id] = Gone(span.counter, seq)
+
+    def counter_of(self, span_id: str) -> int:
+        """The counter of a live or departed span (0 for an unknown id)."""
+        if span_id in self.spans:
+            return self.spans[span_id].counter
+        if span_id in self.gone:
+            return self.gone[span_id].counter
+        return 0
+
+    def remember(self, event_id: str) -> None:
+        """Put an accepted event id in the duplicate window."""
+        self.recent_ids.append(event_id)
+        if len(self.recent_ids) > DEDUP_WINDOW:
+            del self.recent_ids[0]
+
+
+def binder(mention: Mention, owner: Span, live: Iterable[Span]) -> Span | None:
+    """The span that binds ``mention`` made by ``owner`` (None: unresolved, or
+    ``owner`` binds it itself).
+
+    A key: the earliest live span holding it. An anaphor: the latest live span
+    strictly before ``owner`` holding an entity of its type.
+    """
+    spans = sorted(live, key=lambda span: span.order)
+    if mention.key is not None:
+        holders = [span for span in spans if mention.key in span.referents.keys]
+        if not holders or holders[0] is owner:
+            return None
+        return holders[0]
+    if mention.type is None:
+        return None
+    earlier = [
+        span for span in spans if span.order < owner.order and mention.type in span.referents.types
+    ]
+    return earlier[-1] if earlier else None
+
+
+def all_mentions(span: Span) -> list[Mention]:
+    """The span's mentions: its own, and every key it holds (a span that holds a key
+    an earlier span holds mentions it)."""
+    implicit = [Mention(key, None) for key in sorted(span.referents.keys)]
+    return list(span.referents.mentions) + implicit
+
+
+def resolved(mention: Mention, owner: Span, live: Iterable[Span]) -> bool:
+    """Whether ``mention`` has a live binding: for a key, some live span (``owner``
+    included) holds it; for an anaphor, a live span before ``owner`` holds its type."""
+    spans = list(live)
+    if mention.key is not None:
+        return any(mention.key in span.referents.keys for span in spans)
+    return binder(mention, owner, spans) is not None

@@ -18,7 +18,7 @@ tail move of a removal from the middle is one C ``memmove``.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -137,20 +137,26 @@ class ReferentIndex:
         span_id: str,
         at: OrderKey,
         holds: Iterable[tuple[str, str]],
-        mentions: Iterable[Mention],
+        mentions: Sequence[Mention],
     ) -> None:
         """Take a span's holdings and mentions out (the exact inverse of :meth:`add`)."""
+        for type_ in self._remove_keys(span_id, at, holds, mentions):
+            _discard(self.type_holders, type_, at)
+        for mention in mentions:
+            if mention.key is None and mention.type is not None:
+                _discard(self.anaphors, mention.type, at)
+
+    def _remove_keys(
+        self,
+        span_id: str,
+        at: OrderKey,
+        holds: Iterable[tuple[str, str]],
+        mentions: Sequence[Mention],
+    ) -> set[str]:
+        """Take a span out of the per-key indexes; returns the types it holds."""
         keys, types = _unique_holds(holds)
         for key in keys:
-            holders = self.key_holders.get(key)
-            if holders is not None:
-                where = bisect_left(holders, at)
-                if where < len(holders) and holders[where] == at:
-                    del holders[where]
-                if not holders:
-                    del self.key_holders[key]
-        for type_ in types:
-            _discard(self.type_holders, type_, at)
+            _discard(self.key_holders, key, at)
         for mention in mentions:
             if mention.key is not None:
                 users = self.key_mentioners.get(mention.key)
@@ -158,8 +164,7 @@ class ReferentIndex:
                     users.discard(span_id)
                     if not users:
                         del self.key_mentioners[mention.key]
-            elif mention.type is not None:
-                _discard(self.anaphors, mention.type, at)
+        return types
 
     def remove_many(self, spans: Iterable[_Span]) -> None:
         """:meth:`remove` for each of ``spans``, with the same result: the big per-type
@@ -168,27 +173,12 @@ class ReferentIndex:
         types_touched: set[str] = set()
         anaphor_types: set[str] = set()
         for span in spans:
-            span_id = span.span_id
-            leaving.add(span_id)
-            at = span.order_key
-            keys, types = _unique_holds(span.holds)
-            for key in keys:
-                holders = self.key_holders.get(key)
-                if holders is not None:
-                    where = bisect_left(holders, at)
-                    if where < len(holders) and holders[where] == at:
-                        del holders[where]
-                    if not holders:
-                        del self.key_holders[key]
-            types_touched.update(types)
+            leaving.add(span.span_id)
+            types_touched |= self._remove_keys(
+                span.span_id, span.order_key, span.holds, span.mentions
+            )
             for mention in span.mentions:
-                if mention.key is not None:
-                    users = self.key_mentioners.get(mention.key)
-                    if users is not None:
-                        users.discard(span_id)
-                        if not users:
-                            del self.key_mentioners[mention.key]
-                elif mention.type is not None:
+                if mention.key is None and mention.type is not None:
                     anaphor_types.add(mention.type)
         for index, names in ((self.type_holders, types_touched), (self.anaphors, anaphor_types)):
             for name in names:

@@ -184,6 +184,15 @@ class SessionState:
         """Take a live span out of every index and remember it as gone at ``seq``."""
         span = self.spans.pop(span_id)
         self.order.remove(span.order_key)
+        self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
+        self._unindex_score(span)
+        self._leave(span, seq)
+        return span
+
+    def _leave(self, span: SpanState, seq: int) -> None:
+        # What every removal does besides the sorted indexes (and the score sums, which
+        # need the poisoned set as it was: callers settle them first).
+        span_id = span.span_id
         self.live_tokens -= span.tokens
         for parent in span.derived_from:
             kids = self.children.get(parent)
@@ -191,13 +200,10 @@ class SessionState:
                 kids.discard(span_id)
                 if not kids:
                     del self.children[parent]
-        self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
-        self._unindex_score(span)
         self.stale.discard(span_id)
         self.poisoned_pending.discard(span_id)
         self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
         self.touch(span.arrival)
-        return span
 
     def remove_spans(self, span_ids: list[str], seq: int, bulk: bool | None = None) -> None:
         """:meth:`remove_span` for each of ``span_ids``, in order, with the same result.
@@ -215,21 +221,11 @@ class SessionState:
         removed: list[SpanState] = []
         for span_id in span_ids:
             span = self.spans.pop(span_id)
-            self.live_tokens -= span.tokens
-            for parent in span.derived_from:
-                kids = self.children.get(parent)
-                if kids is not None:
-                    kids.discard(span_id)
-                    if not kids:
-                        del self.children[parent]
             if self._ranked(span):
                 assert span.bound is not None
                 self.bound_sum -= span.bound.score
                 self.bound_count -= 1
-            self.stale.discard(span_id)
-            self.poisoned_pending.discard(span_id)
-            self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
-            self.touch(span.arrival)
+            self._leave(span, seq)
             removed.append(span)
         leaving = set(span_ids)
         self.order = SortedList([key for key in self.order if key[2] not in leaving])

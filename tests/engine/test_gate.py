@@ -201,21 +201,29 @@ def test_query_mismatch_counts_as_absent() -> None:
     assert refused(second) == {"b": "UNSCORED"}
 
 
-def test_poisoned_span_is_dropped_with_next_decision_even_freeze() -> None:
+def poisoned_next_to_stale(tail: list[str]) -> EngineDriver:
+    """p is poisoned (three unscored rewrites), x scored; then the spans of ``tail``
+    are added, p placed between x and them, the first of them made stale, and x's
+    eviction requested (a FREEZE that drops p)."""
     s = SessionScript()
     s.add("p", "v0")
     s.add("x", "other")
     for i in range(1, 4):
         s.rewrite([{"span_id": "p", "text": f"v{i}"}, {"span_id": "x"}], declared_modified=["p"])
     s.score(("x", 0.5))
-    s.add("y")
-    s.rewrite(
-        [{"span_id": "x"}, {"span_id": "p"}, {"span_id": "y", "text": "y changed"}],
-        declared_modified=["y"],
-    )
+    for name in tail:
+        s.add(name)
+    changed = [{"span_id": tail[0], "text": f"{tail[0]} changed"}]
+    rest = [{"span_id": name} for name in tail[1:]]
+    s.rewrite([{"span_id": "x"}, {"span_id": "p"}, *changed, *rest], declared_modified=[tail[0]])
     s.evict(["x"])
     d = EngineDriver()
     d.pipe(s)
+    return d
+
+
+def test_poisoned_span_is_dropped_with_next_decision_even_freeze() -> None:
+    d = poisoned_next_to_stale(["y"])
     [dec] = d.decisions()
     assert dec.action == Action.FREEZE and dec.dropped == ["p"]
     assert "p" not in d.engine.session("acme", "s1").spans  # type: ignore[union-attr]
@@ -225,26 +233,7 @@ def test_span_dropped_by_a_freeze_is_not_named_in_its_recompute_request() -> Non
     # p is poisoned and sits between x and the stale y: the FREEZE drops p, so the
     # recompute request names y and its neighbours among the spans that stay (x),
     # never p (contract 1.1, gate step 5).
-    s = SessionScript()
-    s.add("p", "v0")
-    s.add("x", "other")
-    for i in range(1, 4):
-        s.rewrite([{"span_id": "p", "text": f"v{i}"}, {"span_id": "x"}], declared_modified=["p"])
-    s.score(("x", 0.5))
-    s.add("y")
-    s.add("z")
-    s.rewrite(
-        [
-            {"span_id": "x"},
-            {"span_id": "p"},
-            {"span_id": "y", "text": "y changed"},
-            {"span_id": "z"},
-        ],
-        declared_modified=["y"],
-    )
-    s.evict(["x"])
-    d = EngineDriver()
-    d.pipe(s)
+    d = poisoned_next_to_stale(["y", "z"])
     [dec] = d.decisions()
     assert dec.action == Action.FREEZE and dec.dropped == ["p"]
     [rc] = d.recomputes()

@@ -6,7 +6,7 @@ It reads only the contract's output models from :mod:`schemas`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from schemas import (
@@ -17,6 +17,7 @@ from schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
+from streams.reference.model import ReferenceModel
 from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute, Rejected
 
 SESSION_WIDE = frozenset({"MONOTONIC_DRIFT", "PRUNING_STALLED", "SEQUENCE_GAP", "OUT_OF_ORDER"})
@@ -117,3 +118,38 @@ def disagreements(engine: Semantics, reference: Semantics) -> list[str]:
     if not engine.pinned_for <= reference.pinned_for:
         differ.append("pinned_for")
     return differ
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """The first input line on which a producer departs from the reference."""
+
+    index: int
+    line: bytes
+    fields: tuple[str, ...]
+    produced: Semantics
+    expected: Semantics
+
+    def describe(self) -> str:
+        """A readable account of the difference (for a failing test or a report)."""
+        parts = [f"line {self.index}: {self.line.decode(errors='replace')[:600]}"]
+        for name in self.fields:
+            parts.append(f"  {name}: produced {getattr(self.produced, name)}")
+            parts.append(f"  {name}: expected {getattr(self.expected, name)}")
+        return "\n".join(parts)
+
+
+def first_divergence(
+    lines: Sequence[bytes], produce: Callable[[int, bytes], Sequence[OutputEvent]]
+) -> Divergence | None:
+    """Feed ``lines`` to ``produce`` (index, line -> output events) and to a fresh
+    :class:`~streams.reference.model.ReferenceModel`; the first line whose
+    outcomes differ, or None."""
+    model = ReferenceModel()
+    for index, line in enumerate(lines):
+        produced = semantics(outcomes_of(produce(index, line)))
+        expected = semantics(model.process(line))
+        fields = disagreements(produced, expected)
+        if fields:
+            return Divergence(index, line, tuple(fields), produced, expected)
+    return None

@@ -33,9 +33,11 @@ def _requested(session: Session, event: EvictionRequested) -> list[str]:
     if event.policy.threshold is not None:
         threshold = event.policy.threshold
         return [span.span_id for value, span in ranked if value < threshold]
-    keep = event.policy.keep_top_k or 0
-    best_first = sorted(ranked, key=lambda item: (-item[0], item[1].order, item[1].span_id))
-    return [span.span_id for _, span in best_first[keep:]]
+    # Reading (contract-notes): spans leave lowest score first; among equal scores
+    # the earlier position (the older turn) leaves first, then the smaller span id.
+    worst_first = sorted(ranked, key=lambda item: (item[0], item[1].order, item[1].span_id))
+    excess = len(ranked) - (event.policy.keep_top_k or 0)
+    return [span.span_id for _, span in worst_first[: max(0, excess)]]
 
 
 def _pins(session: Session, leaving: set[str]) -> dict[str, set[str]]:
@@ -60,10 +62,11 @@ def _pins(session: Session, leaving: set[str]) -> dict[str, set[str]]:
     return pinned
 
 
-def _neighbours(session: Session, stale: list[Span]) -> set[str]:
+def _neighbours(session: Session, stale: list[Span], dropped: set[str]) -> set[str]:
     """Stale spans and their one-hop neighbours: adjacent by position, live
-    ``derived_from`` parents and live children."""
-    ordered = session.ordered()
+    ``derived_from`` parents and live children, in the live set the decision
+    leaves (without the spans it drops)."""
+    ordered = [span for span in session.ordered() if span.span_id not in dropped]
     wanted: set[str] = set()
     for span in stale:
         wanted.add(span.span_id)
@@ -72,7 +75,7 @@ def _neighbours(session: Session, stale: list[Span]) -> set[str]:
             wanted.add(ordered[index - 1].span_id)
         if index + 1 < len(ordered):
             wanted.add(ordered[index + 1].span_id)
-        wanted.update(parent for parent in span.derived_from if parent in session.spans)
+        wanted.update(p for p in span.derived_from if p in session.spans and p not in dropped)
         wanted.update(other.span_id for other in ordered if span.span_id in other.derived_from)
     return wanted
 
@@ -117,7 +120,7 @@ def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
             committed.append(span_id)
     if frozen:
         action = "FREEZE"
-        recompute = _neighbours(session, stale) - dropped
+        recompute = _neighbours(session, stale, dropped)
         outcomes.append(Recompute(frozenset(recompute)))
         session.freezes += 1
         if session.freezes % STALL_AFTER == 0:

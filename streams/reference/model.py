@@ -134,13 +134,15 @@ def _score(session: Session, event: ScoresComputed) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for score in event.scores:
         span = session.spans.get(score.span_id)
+        if span is None or span.counter >= POISONED_AT:
+            # Reading (contract-notes): a score for a span that is not live, or that is
+            # poisoned and about to be dropped, binds nothing and raises nothing.
+            continue
         if not score.text_sha256:
             outcomes.append(Fault("SCORE_PROVENANCE_GAP", frozenset({score.span_id})))
-        elif span is None:
-            continue
         elif score.text_sha256 != span.text_hash:
             outcomes.append(Fault("STALE_SCORE", frozenset({score.span_id})))
-        elif span.counter < POISONED_AT:
+        else:
             span.score = Bound(score.score_id, score.score, score.query_sha256, event.seq)
             span.counter = 0
     return outcomes

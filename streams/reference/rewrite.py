@@ -91,9 +91,14 @@ def _summary_faults(
 def _referents(
     session: Session, entry: SnapshotEntry, old: Span | None, before: dict[str, Span]
 ) -> Referents:
-    """An entry with text is re-extracted; a modified entry with only a hash keeps
-    its referents; a created one inherits its live parents'; plus the entry's own."""
+    """A modified entry with text is re-extracted; a modified entry with only a hash
+    keeps its referents; a created one inherits its live parents'; plus the
+    entry's own."""
     own = from_harness(entry.introduces, entry.mentions)
+    if old is not None and entry.content_hash == old.text_hash:
+        # Reading (contract-notes): unchanged text has nothing new to extract; the span
+        # keeps what it held and mentioned, the harness's lists included.
+        return old.referents.plus(own)
     if entry.text is not None:
         return from_text(entry.text, session.known_types).plus(own)
     if old is not None:
@@ -114,7 +119,14 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
         left = session.gone.get(span_id)
         return base is not None and left is not None and left.seq > base
 
-    entries = [e for e in event.context if e.span_id in before or not gone_after_base(e.span_id)]
+    # Reading (contract-notes): position = index in the list as sent, also when an
+    # entry before it is skipped (a span evicted after ``base_seq`` stays gone).
+    placed = [
+        (index, e)
+        for index, e in enumerate(event.context)
+        if e.span_id in before or not gone_after_base(e.span_id)
+    ]
+    entries = [e for _, e in placed]
     in_snapshot = {e.span_id for e in entries}
     cited = {parent for e in entries for parent in e.derived_from or ()}
     missing = [s for s in session.ordered() if s.span_id not in in_snapshot]
@@ -144,16 +156,16 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
         outcomes.append(Fault("UNGATED_EVICTION", frozenset(s.span_id for s in ungated)))
     outcomes.extend(_snapshot_score_faults(entries))
 
-    session.arrivals += 1
     after: dict[str, Span] = {}
     changes: list[tuple[str, int, int]] = []
-    for index, entry in enumerate(entries):
+    for index, entry in placed:
         old = before.get(entry.span_id)
         referents = _referents(session, entry, old, before)
         if old is None:
             parents = tuple(entry.derived_from or ())
             counter = 1 + max((session.counter_of(p) for p in parents), default=0)
             changes.append((entry.span_id, 0, counter))
+            session.arrivals += 1
             span = Span(
                 entry.span_id,
                 index,
@@ -168,13 +180,9 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
             )
         else:
             changed = entry.content_hash != old.text_hash
+            # Reading (contract-notes): a binding belongs to the text it matched, so
+            # ``scores_invalidated`` does not unbind the score of an unchanged span.
             score = None if changed else old.score
-            if (
-                score is not None
-                and score.score_id in invalidated
-                and (base is None or score.seq <= base)
-            ):
-                score = None
             counter = old.counter + 1 if changed else old.counter
             if changed:
                 changes.append((entry.span_id, old.counter, counter))
@@ -182,7 +190,6 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
             span = replace(
                 old,
                 position=index,
-                arrival=session.arrivals,
                 text_hash=entry.content_hash,
                 tokens=entry.tokens,
                 derived_from=derived if derived is not None else old.derived_from,
@@ -192,9 +199,7 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
             )
         after[entry.span_id] = span
     for offset, span in enumerate(kept):
-        after[span.span_id] = replace(
-            span, position=len(entries) + offset, arrival=session.arrivals
-        )
+        after[span.span_id] = replace(span, position=len(event.context) + offset)
     outcomes.extend(counter_faults(changes))
     outcomes.extend(_summary_faults(before, entries, {s.span_id for s in merged}))
     outcomes.extend(_dropped_referents(before, after))

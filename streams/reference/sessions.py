@@ -16,6 +16,7 @@ from typing import Any
 
 IDENTIFIERS = ("8841-C", "INC-4411", "ops@example.com", "/var/log/app.log", "B-77")
 TYPES = ("account", "incident", "ticket", "vendor")
+QUERIES = (None, None, None, "a" * 64, "b" * 64)
 
 
 def sha(text: str) -> str:
@@ -58,11 +59,12 @@ class SessionWriter:
             "span.added", span_id=span_id, text=text, position=position, tokens=tokens, **extra
         )
 
-    def score(self, *scores: tuple[str, float, str | None]) -> bytes:
-        """A ``scores.computed`` of ``(span_id, score, hash or None)``."""
+    def score(self, *scores: tuple[str, float, str | None], query: str | None = None) -> bytes:
+        """A ``scores.computed`` of ``(span_id, score, hash or None)``, all for ``query``."""
         body = [
             {"score_id": f"sc{len(self.lines)}-{i}", "span_id": span_id, "score": value}
             | ({"text_sha256": digest} if digest is not None else {})
+            | ({"query_sha256": query} if query is not None else {})
             for i, (span_id, value, digest) in enumerate(scores)
         ]
         return self.event("scores.computed", scorer="m1", scores=body)
@@ -105,6 +107,10 @@ def random_session(rng: random.Random, session_id: str, events: int) -> list[byt
                 extra["derived_from"] = rng.sample(sorted(live), k=min(len(live), 2))
             if rng.random() < 0.1:
                 extra["mentions"] = [{"key": rng.choice(IDENTIFIERS)}]
+            elif rng.random() < 0.1:
+                extra["mentions"] = [{"type": rng.choice(TYPES)}]
+            if rng.random() < 0.1:
+                extra["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": rng.choice(TYPES)}]
             writer.add(span_id, text, rng.randint(0, 20), tokens, **extra)
             live[span_id] = (text, tokens)
         elif roll < 0.55:
@@ -115,7 +121,7 @@ def random_session(rng: random.Random, session_id: str, events: int) -> list[byt
                 choice = rng.random()
                 digest = sha(text) if choice < 0.8 else (None if choice < 0.9 else sha("old"))
                 scores.append((span_id, round(rng.uniform(0, 1), 3), digest))
-            writer.score(*scores)
+            writer.score(*scores, query=rng.choice(QUERIES))
         elif roll < 0.75:
             context: list[dict[str, Any]] = []
             order = sorted(live)
@@ -129,6 +135,8 @@ def random_session(rng: random.Random, session_id: str, events: int) -> list[byt
                     tokens = rng.randint(0, 60)
                 entry: dict[str, Any] = {"span_id": span_id, "tokens": tokens}
                 entry |= {"text": text} if rng.random() < 0.8 else {"text_sha256": sha(text)}
+                if rng.random() < 0.05:
+                    entry["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": "vendor"}]
                 context.append(entry)
                 live[span_id] = (text, tokens)
             if removed and rng.random() < 0.7:
@@ -162,7 +170,8 @@ def random_session(rng: random.Random, session_id: str, events: int) -> list[byt
                 extra["policy"] = {"threshold": round(rng.uniform(0, 1), 2)}
             else:
                 extra["policy"] = {"keep_top_k": rng.randint(0, 4)}
-            writer.evict(**extra)
+            query = rng.choice(QUERIES)
+            writer.evict(**extra, **({"query_sha256": query} if query else {}))
             # The harness does not know what was committed; it forgets what it asked for.
             for span_id in extra.get("candidates", []):
                 if rng.random() < 0.5:

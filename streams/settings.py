@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from schemas import FaultKind, Severity
+from streams.client.security import BrokerCredentials
 from streams.engine.config import DEV_SECRET, EngineSettings
 from streams.fleet.config import FleetSettings
 
@@ -35,9 +36,6 @@ class Settings(BaseSettings):
     topic_prefix: str = Field("spanguard", description="prefix of every topic name")
     partitions: int = Field(4, ge=1, description="partitions of topics spanguard creates")
     replication: int = Field(1, ge=1, description="replication factor of created topics")
-    store: str = Field(
-        "rocksdb://", description="store of fleet monitoring's tables: rocksdb:// or memory://"
-    )
     processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="exactly_once uses Kafka transactions"
     )
@@ -74,12 +72,12 @@ class Settings(BaseSettings):
         default_factory=FleetSettings,
         description="fleet monitoring: windows, alert rules, webhook (docs/monitoring.md)",
     )
-    standby_replicas: int = Field(
-        0, ge=0, description="standby replicas of fleet monitoring's tables"
-    )
-    broker_credentials: dict[str, str] | None = Field(
+    broker_credentials: BrokerCredentials | None = Field(
         None,
-        description="SASL/SSL settings passed to Faust: mechanism, username, password, cafile",
+        description=(
+            "TLS and SASL to Kafka for every client of the worker: username, password or "
+            "password_file, mechanism (SCRAM-SHA-512), cafile, ... (docs/security.md)"
+        ),
     )
     # web
     web_enabled: bool = Field(True, description="serve /metrics, the API and the dashboard")

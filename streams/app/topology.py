@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ from schemas import TOPIC_OF
 from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, file_journal, journal_hook
 from streams.client.kafka_io import bootstrap_servers
-from streams.client.security import aiokafka_security
+from streams.client.security import BrokerCredentials, aiokafka_security
 from streams.runtime.config import RuntimeConfig, changelog_topic
 from streams.runtime.kafka_transport import KafkaTransport
 from streams.runtime.runtime import Runtime
@@ -66,7 +65,7 @@ def faust_config(settings: Settings) -> dict[str, Any]:
     """The Faust settings derived from ours (one place, so tests see what runs)."""
     config: dict[str, Any] = {
         "broker": settings.broker,
-        "store": settings.store,
+        "store": "memory://",  # no Faust table: the data path keeps its own state
         "processing_guarantee": "at_least_once",
         "topic_partitions": settings.partitions,
         "topic_replication_factor": settings.replication,
@@ -79,11 +78,10 @@ def faust_config(settings: Settings) -> dict[str, Any]:
         "broker_heartbeat_interval": max(0.5, settings.session_timeout / 6),
         "consumer_auto_offset_reset": "earliest",
         "producer_acks": -1,
-        "table_standby_replicas": settings.standby_replicas,
         "autodiscover": False,
         "topic_allow_declare": True,
     }
-    if settings.broker_credentials:
+    if settings.broker_credentials is not None:
         config["broker_credentials"] = _credentials(settings.broker_credentials)
     return config
 
@@ -106,17 +104,17 @@ def runtime_config(settings: Settings) -> RuntimeConfig:
     )
 
 
-def _credentials(raw: dict[str, str]) -> Any:
-    mechanism = raw.get("mechanism", "PLAIN").upper()
-    ssl_context = ssl.create_default_context(cafile=raw["cafile"]) if raw.get("cafile") else None
-    if "username" in raw:
+def _credentials(credentials: BrokerCredentials) -> Any:
+    """Faust's form of the same credentials the data path's aiokafka clients use."""
+    context = credentials.ssl_context()
+    if credentials.username is not None:
         return faust.SASLCredentials(
-            username=raw["username"],
-            password=raw.get("password", ""),
-            mechanism=mechanism,
-            ssl_context=ssl_context,
+            username=credentials.username,
+            password=credentials.read_password(),
+            mechanism=credentials.mechanism,
+            ssl_context=context if credentials.effective_protocol == "SASL_SSL" else None,
         )
-    return faust.SSLCredentials(ssl_context)
+    return faust.SSLCredentials(context)
 
 
 class DataPath(Service):

@@ -60,7 +60,6 @@ def fleet_env(
         "SPANGUARD_BROKER": f"kafka://{bootstrap}",
         "SPANGUARD_TOPIC_PREFIX": prefix,
         "SPANGUARD_APP_ID": f"{prefix}-app",
-        "SPANGUARD_STORE": "rocksdb://",
         "SPANGUARD_DATA_DIR": str(tmp / f"data-{name}"),
         "SPANGUARD_SESSION_TIMEOUT": "3",
         "SPANGUARD_WEB_ENABLED": "true",

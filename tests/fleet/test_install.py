@@ -16,7 +16,7 @@ from streams.settings import Settings
 
 def topology(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
     overrides.setdefault("fleet", FleetSettings(enabled=False))
-    settings = Settings(store="memory://", data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
+    settings = Settings(data_dir=tmp_path, **overrides)  # type: ignore[arg-type]
     return build_topology(settings)
 
 

@@ -35,12 +35,10 @@ class Pipeline:
                 "SPANGUARD_BROKER": f"kafka://{self.bootstrap}",
                 "SPANGUARD_TOPIC_PREFIX": self.prefix,
                 "SPANGUARD_APP_ID": f"{self.prefix}-app",
-                "SPANGUARD_STORE": "rocksdb://",
                 "SPANGUARD_DATA_DIR": str(self.tmp / f"data-{name}"),
                 "SPANGUARD_WEB_ENABLED": "false",
                 "SPANGUARD_SESSION_TIMEOUT": "3",
                 "SPANGUARD_ACK_JOURNAL": str(self.tmp / f"journal-{name}.jsonl"),
-                "SPANGUARD_STANDBY_REPLICAS": "0",
                 # These tests compare outputs with replay, which makes no fleet alerts.
                 "SPANGUARD_FLEET": '{"enabled": false}',
             }

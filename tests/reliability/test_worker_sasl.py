@@ -1,0 +1,39 @@
+"""The worker's whole data path over TLS + SASL/SCRAM: the same outputs as replay,
+and the password in none of its logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from streams.sim.scenarios import demo_fleet
+from tests.kafka.test_worker import identities, replay_outputs
+from tests.kafka.worker_process import Pipeline, has_ids
+from tests.reliability.secure_broker import SecureBroker
+
+
+def test_a_worker_over_sasl_ssl_makes_replays_outputs(
+    secure_broker: SecureBroker, tmp_path: Path
+) -> None:
+    # the test's own producer and reader use the broker's plaintext listener
+    pipeline = Pipeline(secure_broker.plaintext, f"sasl-{tmp_path.name[-6:]}", tmp_path)
+    pipeline.settings["SPANGUARD_BROKER"] = f"kafka://{secure_broker.bootstrap}"
+    pipeline.settings["SPANGUARD_BROKER_CREDENTIALS"] = orjson.dumps(
+        {
+            "username": secure_broker.user,
+            "password_file": str(secure_broker.password_file),
+            "cafile": str(secure_broker.ca_file),
+        }
+    ).decode()
+    try:
+        lines = demo_fleet(8)
+        expected = replay_outputs(lines)
+        worker = pipeline.start_worker("sasl")
+        worker.wait_ready()
+        pipeline.produce(lines)
+        got = pipeline.read_until(has_ids(set(identities(expected))))
+        assert set(identities(got)) == set(identities(expected))
+        assert secure_broker.password not in worker.log_text()
+    finally:
+        pipeline.stop_all()

@@ -13,7 +13,7 @@ from bench.fuzz import garbage_mix
 from streams.client.kafka_io import session_key
 from streams.client.partitioning import partition_for
 from streams.kafka.broker import LocalBroker, free_ports
-from streams.sim.scenarios import demo_fleet
+from streams.sim.scenarios import broken, demo_fleet
 from tests.kafka.conftest import SHARED_LIB_DIR
 from tests.kafka.test_worker import identities, replay_outputs
 from tests.kafka.worker_process import Pipeline, has_ids, identity
@@ -142,3 +142,26 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path) -> None:
     finally:
         pipeline.stop_all()
         broker.stop()
+
+
+def test_a_900_kb_invalid_record_is_dead_lettered_and_its_session_loses_nothing(
+    pipeline: Pipeline,
+) -> None:
+    """Issue 10's first repro: its dead letter (base64) used to exceed the producer's
+    request size, and the burst's decisions and pin were lost with it."""
+    lines = broken("s-big").lines()
+    big = orjson.loads(lines[3])
+    big.update(event_id="big-1", span_id="huge", position=-1, text="x" * 900_000)
+    raw = orjson.dumps(big)
+    assert 850_000 < len(raw) < 1 << 20
+    burst = [*lines[:4], raw, *lines[4:]]
+    expected = replay_outputs(burst)
+    worker = pipeline.start_worker("big")
+    worker.wait_ready()
+    pipeline.produce(burst)
+    got = pipeline.read_until(has_ids(set(identities(expected))))
+    assert set(identities(got)) == set(identities(expected))
+    [letter] = [orjson.loads(r) for r in got if orjson.loads(r)["type"] == "event.rejected"]
+    assert letter["reason"] == "INVALID_FIELD" and letter["raw_size"] == len(raw)
+    assert letter["raw_truncated"] is True and len(letter["raw"]) < 100_000
+    assert sum(orjson.loads(r)["type"] == "eviction.decided" for r in got) >= 3

@@ -58,3 +58,23 @@ async def test_crash_before_any_write_never_changes_or_loses_outputs(
     else:
         # at-least-once: nothing missing, nothing that replay does not make
         assert set(ids(driver, committed_only=False)) == set(expected)
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+async def test_a_crash_before_each_single_write_in_turn(exactly_once: bool) -> None:
+    """Exhaustive on a small fleet: for every write of the run, crash just before it."""
+    lines = fleet_trace(sessions=3, seed=2)
+    expected = replay_ids(lines)
+    clean = RuntimeTestDriver(exactly_once=exactly_once, batch_size=4, commit_every=3)
+    clean.produce(lines)
+    await clean.run()
+    assert clean.broker.writes > 50
+    for write in range(1, clean.broker.writes + 1):
+        driver = RuntimeTestDriver(exactly_once=exactly_once, batch_size=4, commit_every=3)
+        driver.produce(lines)
+        await driver.run(crash_at=[write])
+        assert driver.crashes == 1, write
+        if exactly_once:
+            assert ids(driver) == expected, write
+        else:
+            assert set(ids(driver, committed_only=False)) == set(expected), write

@@ -4,6 +4,7 @@ Alertmanager, the Grafana dashboard's queries against the metrics a worker expos
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -16,6 +17,7 @@ import yaml
 from streams.fleet.metrics import FleetMetrics
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.monitoring_stack import (
+    DASHBOARD,
     alertmanager,
     dashboard_queries,
     exposed_metrics,
@@ -133,3 +135,34 @@ def test_one_incident_pages_once(tmp_path: Path) -> None:
             ("SpanguardCriticalFaults", "other"): "active",
         }
         assert states[("SpanguardCriticalFaults", "acme")]["status"]["inhibitedBy"]
+
+
+def test_grafana_dashboard_and_provisioning() -> None:
+    board = json.loads(DASHBOARD.read_text())
+    panels = board["panels"]
+    assert board["uid"] == "spanguard-fleet"
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"]
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+        mine = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                for y in range(grid["y"], grid["y"] + grid["h"])}  # fmt: skip
+        assert not cells & mine, f"panel {panel['title']!r} overlaps another"
+        cells |= mine
+    titles = " | ".join(p["title"].lower() for p in panels)
+    for topic in ("faults by kind", "by tenant", "gate latency", "refused evictions", "pins",
+                  "throughput", "lag", "alerts"):  # fmt: skip
+        assert topic in titles, topic
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["tenant"]["includeAll"] and variables["tenant"]["allValue"] == ".*"
+    provisioning = yaml.safe_load(
+        (DEPLOY / "grafana" / "provisioning" / "dashboards" / "spanguard.yml").read_text()
+    )
+    assert provisioning["apiVersion"] == 1 and provisioning["providers"][0]["type"] == "file"
+    sources = yaml.safe_load(
+        (DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    assert sources["datasources"][0]["type"] == "prometheus"

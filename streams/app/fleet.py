@@ -59,6 +59,8 @@ FLEET_SUFFIX = "fleet"
 """``<prefix>.fleet``: the partials, keyed by tenant."""
 WORKERS_SUFFIX = "workers"
 """``<prefix>.workers``: the heartbeats of the workers' web servers."""
+FLEET_SESSION_TIMEOUT = 15.0
+"""Least session timeout of the aggregators' consumer group, seconds."""
 START_RETRY = 1.0
 """Seconds between attempts to join the aggregator's group at start."""
 
@@ -259,7 +261,9 @@ def install_fleet(
         group_id=f"{conf.app_id}-fleet",
         partitions=conf.partitions,
         replication=conf.replication,
-        session_timeout=conf.session_timeout,
+        # Alerting needs no fast failover; a longer timeout keeps the group calm on
+        # a loaded machine (each rebalance moves tenants between aggregators).
+        session_timeout=max(conf.session_timeout, FLEET_SESSION_TIMEOUT),
     )
     holder: list[Fleet] = []
     aggregator = FleetAggregator(

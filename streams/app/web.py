@@ -32,9 +32,9 @@ import aiohttp
 import faust
 from yarl import URL
 
-from streams.client.partitioning import partition_for
 from streams.fleet.auth import Authorizer, Scope
 from streams.fleet.fleet_view import MAX_TENANTS, merge_views
+from streams.fleet.session_view import merge_session_views
 
 if TYPE_CHECKING:
     from streams.app.fleet import Fleet
@@ -116,16 +116,12 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
             return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
 
     async def session_view(view: Any, request: Any, tenant: str, session_id: str) -> Any:
-        # The session's state lives on the worker that owns its input partition (the
-        # murmur2 partition of its key); another worker may still remember its recent
-        # records from before a rebalance, so the owner is asked first.
-        partition = partition_for(session_id.encode("utf-8"), topology.settings.partitions)
-        here = partition in topology.runtime.assigned_partitions()
-        found = None
-        if not here and request.query.get("local") is None:
-            found = await _ask_owner(fleet, request, tenant, session_id, partition)
-        if found is None:
-            found = fleet.session(tenant, session_id)
+        found = fleet.session(tenant, session_id)
+        if request.query.get("local") is None:
+            # The state lives on the worker that owns the session's partition; the
+            # recent records may be spread over the workers that owned it before.
+            answers = await _ask_peers(fleet, request, tenant, session_id)
+            found = merge_session_views([v for v in (found, *answers) if v is not None])
         if found is not None:
             return view.json(found, headers=_no_store())
         return view.json(
@@ -221,21 +217,19 @@ async def _gather_parts(
     return parts, sum(1 for p in peers if p is None)
 
 
-async def _ask_owner(
-    fleet: Fleet, request: Any, tenant: str, session_id: str, partition: int
-) -> dict[str, Any] | None:
-    """The session's view from the worker that owns ``partition`` (``?local=1``: from
-    its own state only); when no live worker says it owns it, from the first other
-    worker that has the session. None when none answers with it."""
+async def _ask_peers(
+    fleet: Fleet, request: Any, tenant: str, session_id: str
+) -> list[dict[str, Any]]:
+    """Every other live worker's own view of the session (``?local=1``), in parallel;
+    workers that do not know it or do not answer in time give nothing."""
     app = fleet.topology.app
     headers = {}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
     timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-    owner = fleet.members.owner(partition, time.time())
-    peers = [URL(owner.url)] if owner is not None else peer_urls(fleet)
     path = f"/sessions/{quote(tenant, safe='')}/{quote(session_id, safe='')}"
-    for url in peers:
+
+    async def ask(url: URL) -> dict[str, Any] | None:
         try:
             async with app.http_client.get(
                 url.with_path(path, encoded=True).with_query(local=1),
@@ -244,8 +238,10 @@ async def _ask_owner(
             ) as response:
                 if response.status == 200:
                     data = await response.json()
-                    if isinstance(data, dict):
-                        return data
+                    return data if isinstance(data, dict) else None
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             log.warning("session inspector: worker %s did not answer: %s", url, exc)
-    return None
+        return None
+
+    answers = await asyncio.gather(*(ask(url) for url in peer_urls(fleet)))
+    return [a for a in answers if a is not None]

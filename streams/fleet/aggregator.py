@@ -129,18 +129,22 @@ class FleetAggregator:
         self._io_timeout = io_timeout
         self._backoff = retry_backoff
         self._lock = asyncio.Lock()
+        self.generation = 0
+        """Bumped by every assignment change (a poll that spans one is redone)."""
 
     # -- assignment ----------------------------------------------------------
 
     async def assign(self, partitions: Iterable[int]) -> None:
         """Take these partitions (fence, load their tenants, seek to the committed position)."""
         async with self._lock:
+            self.generation += 1
             for p in sorted(set(partitions) - set(self.parts)):
                 await self._open_until_ready(p)
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         """Checkpoint and give up these partitions; forget their tenants."""
         async with self._lock:
+            self.generation += 1
             for p in sorted(partitions):
                 part = self.parts.get(p)
                 if part is None:
@@ -198,8 +202,14 @@ class FleetAggregator:
 
     async def step(self, max_records: int = 500, timeout: float = 0.2) -> int:
         """Poll once, merge what came, checkpoint every changed partition."""
+        generation = self.generation
         batch = await self.transport.poll(max_records, timeout)
         async with self._lock:
+            if generation != self.generation:
+                # Fetched across a rebalance: positions may have moved under it.
+                for p, owned in self.parts.items():
+                    self.transport.seek(p, owned.next_offset)
+                return 0
             merged = 0
             now = self._clock()
             for p, records in sorted(batch.items()):

@@ -40,7 +40,9 @@ class TenantState:
     closed_through: float = 0.0
     """Windows ending at or before this are closed: judged, never re-judged."""
     last_seen_wall: float = 0.0
-    """Wall time of the last observation (for idle closing; not persisted)."""
+    """Wall time of the last observation (for idle closing). Stored with the tenant,
+    so that a tenant whose owner changes (often, in a restless group) still goes
+    idle on time; records written before it was kept restart the timer at load."""
 
     def newest(self) -> float | None:
         """Start of the newest retained window."""
@@ -51,6 +53,7 @@ class TenantState:
         return {
             "watermark": self.watermark,
             "closed_through": self.closed_through,
+            "last_seen_wall": self.last_seen_wall,
             "alerts": self.book.to_json(),
         }
 
@@ -211,6 +214,8 @@ class FleetEvaluator:
             watermark = record.get("watermark")
             state.watermark = float(watermark) if watermark is not None else None
             state.closed_through = float(record.get("closed_through", 0.0))
+            seen = record.get("last_seen_wall")
+            state.last_seen_wall = float(seen) if isinstance(seen, (int, float)) and seen else now
             state.book.load(record.get("alerts", {}))
         for tenant, start, record in window_records:
             if tenant not in loaded:
@@ -219,7 +224,8 @@ class FleetEvaluator:
             self._tenant(tenant).windows[float(start)] = WindowCounts.from_json(record)
         for tenant in loaded:
             state = self.tenants[tenant]
-            state.last_seen_wall = now
+            if not state.last_seen_wall:
+                state.last_seen_wall = now
             newest_ts = max((c.last_ts for c in state.windows.values()), default=None)
             if newest_ts is not None and (state.watermark is None or newest_ts > state.watermark):
                 state.watermark = newest_ts

@@ -79,11 +79,6 @@ class Members:
         """Live workers other than this one."""
         return [m for m in self.live(now) if m.url != self.own_url]
 
-    def owner(self, partition: int, now: float) -> Member | None:
-        """The live worker that last said it owns ``partition``."""
-        owners = [m for m in self.live(now) if partition in m.partitions]
-        return max(owners, key=lambda m: m.seen) if owners else None
-
 
 class MembershipService:
     """Writes this worker's heartbeats and reads everyone's (aiokafka, no group)."""

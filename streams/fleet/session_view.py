@@ -43,6 +43,35 @@ def session_view(
     return view
 
 
+def merge_session_views(views: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One view of a session from several workers' answers.
+
+    A session's state lives on the worker that owns its partition, but its
+    recent records may be spread over several: after a rebalance the new owner's
+    ring starts at the records it processed itself, the previous owner remembers
+    the earlier ones. The live (else closed, else any) view gives the state; the
+    timelines are joined (each record once, by event id) in ``seq`` order, and
+    pins, faults and decisions follow from the joined timeline.
+    """
+    if not views:
+        return None
+    rank = {"live": 0, "closed": 1}
+    primary = min(views, key=lambda v: rank.get(str(v.get("status")), 2))
+    timeline: dict[Any, Summary] = {}
+    for view in views:
+        for entry in view.get("timeline", []):
+            key = entry.get("event_id") or (entry.get("seq"), entry.get("type"), entry.get("ts"))
+            timeline.setdefault(key, entry)
+    joined = sorted(timeline.values(), key=lambda e: (e.get("seq") is None, e.get("seq") or 0))
+    outputs = [o for entry in joined for o in entry.get("outputs", [])]
+    return primary | {
+        "timeline": joined,
+        "pins": [o for o in outputs if o.get("type") == "span.pinned"],
+        "faults": [o for o in outputs if o.get("type") == "integrity.fault"],
+        "decisions": [o for o in outputs if o.get("type") == "eviction.decided"],
+    }
+
+
 def _counters(state: SessionState) -> dict[str, Any]:
     mean = state.mean_bound()
     return {

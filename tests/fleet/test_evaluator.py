@@ -214,3 +214,23 @@ def test_healthy_sessions_alone_raise_no_fault_alert() -> None:
     ev = evaluator()
     alerts = run(lines).feed(ev)
     assert [a for a in alerts if a.rule != "unhealthy"] == []
+
+
+def test_a_restored_tenant_goes_idle_on_its_own_clock() -> None:
+    """The idle timer travels with the tenant: a new owner (a rebalance) does not
+    restart it, so a restless group cannot keep an alert from resolving."""
+    ev = evaluator(grace_seconds=5, idle_seconds=30)
+    feed(ev, [crit("acme", T0 + 1)], now=1000.0)
+    records = [(t, ev.tenant_record(t)) for t in ev.tenants]
+    restored = evaluator(grace_seconds=5, idle_seconds=30)
+    restored.load(records, [], now=1020.0)
+    assert restored.ticks_due(1029.0) == []
+    assert restored.ticks_due(1031.0) == ["acme"]
+    [resolved] = restored.tick("acme", 1031.0).alerts
+    assert resolved.status == "resolved"
+    # A record written before the timer was kept restarts it at load.
+    old = dict(records[0][1])
+    del old["last_seen_wall"]
+    legacy = evaluator(grace_seconds=5, idle_seconds=30)
+    legacy.load([("acme", old)], [], now=1020.0)
+    assert legacy.ticks_due(1031.0) == [] and legacy.ticks_due(1050.0) == ["acme"]

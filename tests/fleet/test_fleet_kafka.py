@@ -422,8 +422,9 @@ scrape_configs:
 
             until(lambda: len(query('up{job="spanguard"} == 1')) == 2, "both workers up")
             until(lambda: bool(query("sum(spanguard_events_total) > 0")), "events scraped")
+            # Processing counts (a rebalance redoes records): at least the trace.
             events = float(query("sum(spanguard_events_total)")[0]["value"][1])
-            assert events == len(cluster.lines)
+            assert events >= len(cluster.lines)
 
             def evaluated() -> list[dict[str, Any]]:
                 groups = http_json(f"{prom}/api/v1/rules")["data"]["groups"]

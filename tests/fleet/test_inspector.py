@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from streams.fleet.recent import RecentRecords
-from streams.fleet.session_view import session_view
+from streams.fleet.session_view import merge_session_views, session_view
 from streams.sim.scenarios import TURNS, broken, healthy
 from tests.fleet.traces import run
 
@@ -91,3 +91,23 @@ def test_the_ring_is_bounded_per_session_and_in_sessions() -> None:
     ring.record("t", "c", {"seq": 0})  # evicts b, the least recently active
     assert ring.get("t", "b") == [] and len(ring) == 2
     assert [e["seq"] for e in ring.get("t", "a")] == [3, 4, 5]
+
+
+def test_views_of_several_workers_join_into_one() -> None:
+    """After a rebalance the new owner has the state and the newest records, the
+    previous owner the older ones: the inspector shows them as one session."""
+    script = broken("sess-m", "acme")
+    lines = script.lines()
+    result = run(lines)
+    everything = result.recent.get("acme", "sess-m")
+    state = result.engine.session("acme", "sess-m")
+    cut = len(everything) // 2
+    before = session_view("acme", "sess-m", None, everything[:cut])
+    after = session_view("acme", "sess-m", state, everything[cut - 2 :])  # overlapping
+    assert before is not None and after is not None
+    joined = merge_session_views([before, after])
+    assert joined is not None and joined["status"] == "live"
+    assert joined["counters"] == after["counters"]
+    assert [e["seq"] for e in joined["timeline"]] == [e["seq"] for e in everything]
+    assert len(joined["faults"]) == sum(o.type == "integrity.fault" for o in result.outputs)
+    assert merge_session_views([]) is None

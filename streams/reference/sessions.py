@@ -90,9 +90,11 @@ def _text(rng: random.Random) -> str:
     return " ".join(words)
 
 
-def random_session(rng: random.Random, session_id: str, events: int) -> list[bytes]:
+def random_session(
+    rng: random.Random, session_id: str, events: int, tenant: str | None = None
+) -> list[bytes]:
     """A random session of about ``events`` lines (see the module docstring)."""
-    writer = SessionWriter(session_id, rng.choice(("acme", "globex")))
+    writer = SessionWriter(session_id, tenant or rng.choice(("acme", "globex")))
     live: dict[str, tuple[str, int]] = {}  # span id -> (text, tokens), as the harness sees it
     next_span = 0
     for _ in range(events):
@@ -182,8 +184,43 @@ def random_session(rng: random.Random, session_id: str, events: int) -> list[byt
         elif roll < 0.98 and writer.lines:
             writer.lines.append(rng.choice(writer.lines))  # a re-delivery
         else:
-            writer.lines.append(b'{"type": "span.added", "schema_version": 2}')
+            _bad_line(rng, writer, sorted(live))
     if rng.random() < 0.3:
         writer.event("session.closed")
         writer.add("late", "after the close", 0)
     return writer.lines
+
+
+def _bad_line(rng: random.Random, writer: SessionWriter, live: list[str]) -> None:
+    """One input the contract rejects (or, for a span id that is live, ``SPAN_EXISTS``)."""
+    choice = rng.randrange(8)
+    if choice == 0:
+        writer.lines.append(b'{"type": "span.added", "schema_version": 2}')
+    elif choice == 1:
+        writer.lines.append(b'{"type": "span.added", "schema_version"')
+    elif choice == 2:
+        writer.lines.append(b"[1, 2]")
+    elif choice == 3:
+        writer.event("span.moved", span_id="u0")
+    elif choice == 4:
+        writer.add("bad", "text", 0, text_sha256=sha("other text"))
+    elif choice == 5:
+        line = writer.score(("u0", 0.5, sha("x")))
+        writer.lines[-1] = line.replace(b"0.5", b"NaN")
+    elif choice == 6:
+        writer.event("eviction.requested", request_id="r", policy={"keep_top_k": -1})
+    elif live:
+        writer.add(rng.choice(live), "again", 0)
+
+
+def interleave(rng: random.Random, sessions: list[list[bytes]]) -> list[bytes]:
+    """The sessions' lines merged in a random order that keeps each session's own."""
+    cursors = [0] * len(sessions)
+    merged: list[bytes] = []
+    while True:
+        open_sessions = [i for i, lines in enumerate(sessions) if cursors[i] < len(lines)]
+        if not open_sessions:
+            return merged
+        pick = rng.choice(open_sessions)
+        merged.append(sessions[pick][cursors[pick]])
+        cursors[pick] += 1

@@ -16,7 +16,7 @@ from schemas import OutputEvent
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.reference.compare import first_divergence
-from streams.reference.sessions import random_session
+from streams.reference.sessions import interleave, random_session
 from streams.sim.simulator import SimConfig, simulate
 
 RANDOM_SESSIONS = 1500
@@ -44,6 +44,22 @@ def test_engine_agrees_with_the_reference_on_random_sessions(block: int) -> None
     for seed in range(block * per_block, (block + 1) * per_block):
         lines = random_session(random.Random(seed), f"s{seed}", 40)
         divergence = first_divergence(lines, _engine())
+        if divergence is not None:
+            failures.append(f"seed {seed}, {divergence.describe()}")
+    assert failures == [], "\n\n".join(failures[:3])
+
+
+def test_sessions_of_one_id_in_several_tenants_stay_apart() -> None:
+    # The same session id under three tenants, interleaved in one stream: state is
+    # keyed by (tenant, session) and nothing may cross.
+    failures = []
+    for seed in range(100):
+        rng = random.Random(seed)
+        sessions = [
+            random_session(random.Random(seed * 3 + i), "shared", 40, tenant)
+            for i, tenant in enumerate(("acme", "globex", "initech"))
+        ]
+        divergence = first_divergence(interleave(rng, sessions), _engine())
         if divergence is not None:
             failures.append(f"seed {seed}, {divergence.describe()}")
     assert failures == [], "\n\n".join(failures[:3])

@@ -9,8 +9,17 @@ Usage::
 It follows ``../shared/CONTRACT.md`` with the contract's default configuration
 (``poisoned: drop``, no lineage protection, 5% drift tolerance...). Where the
 contract leaves a choice, the reading is the one written in
-``docs/contract-notes.md`` (its section "Readings found by the differential
-test" lists those the comparison with the engine brought up).
+``docs/contract-notes.md``. Taken from those notes before any comparison: the
+``seq`` baseline is the highest seen; closed sessions ignore re-deliveries at or
+below their last ``seq``; scores bound after ``base_seq`` are not counted in
+``REWRITE_WITHOUT_INVALIDATION``; one counter fault per span, the higher one;
+a created hash-only entry inherits its live parents' referents; the sources of
+a modified span for ballooning include the spans merged into it, and parents
+gone before the rewrite are not counted; refusals under ``FREEZE`` are
+``STALE_SCORE`` / ``FROZEN`` / ``PINNED``; poisoned candidates are dropped, not
+refused; known types include those of evicted spans; a span holding a key an
+earlier span holds depends on it. The section "Readings found by the
+differential test" lists those the comparison with the engine brought up.
 """
 
 from __future__ import annotations

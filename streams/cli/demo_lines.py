@@ -90,7 +90,7 @@ def demo_line(event: OutputEvent | dict[str, Any]) -> Text:
         line.append("PIN      ", "cyan")
         line.append(
             f"{data['span_id']:<29}{who}  kept for {listed(data.get('pinned_for') or [])}"
-            + (f" (mentions a {mention['type']})" if mention.get("type") else "")
+            + (f" (mention of type {mention['type']})" if mention.get("type") else "")
         )
     elif kind == "eviction.decided":
         refused = [f"{r['span_id']}:{r['reason']}" for r in data.get("refused") or []]

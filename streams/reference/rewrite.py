@@ -128,7 +128,9 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
     ]
     entries = [e for _, e in placed]
     in_snapshot = {e.span_id for e in entries}
-    cited = {parent for e in entries for parent in e.derived_from or ()}
+    # Reading (contract-notes): "named in the derived_from of a span in the snapshot"
+    # counts every entry as sent, also one that stays gone (evicted after base_seq).
+    cited = {parent for e in event.context for parent in e.derived_from or ()}
     missing = [s for s in session.ordered() if s.span_id not in in_snapshot]
     kept = [s for s in missing if base is not None and s.added_seq > base]
     merged = [s for s in missing if s not in kept and s.span_id in cited]

@@ -96,6 +96,7 @@ def random_session(
     """A random session of about ``events`` lines (see the module docstring)."""
     writer = SessionWriter(session_id, tenant or rng.choice(("acme", "globex")))
     live: dict[str, tuple[str, int]] = {}  # span id -> (text, tokens), as the harness sees it
+    gone: list[str] = []  # span ids the harness saw leave
     next_span = 0
     for _ in range(events):
         roll = rng.random()
@@ -106,7 +107,8 @@ def random_session(
             tokens = rng.randint(0, 60)
             extra: dict[str, Any] = {}
             if rng.random() < 0.1 and live:
-                extra["derived_from"] = rng.sample(sorted(live), k=min(len(live), 2))
+                pool = sorted(live) + gone[-3:]
+                extra["derived_from"] = rng.sample(pool, k=min(len(pool), 2))
             if rng.random() < 0.1:
                 extra["mentions"] = [{"key": rng.choice(IDENTIFIERS)}]
             elif rng.random() < 0.1:
@@ -117,6 +119,8 @@ def random_session(
             live[span_id] = (text, tokens)
         elif roll < 0.55:
             picks = rng.sample(sorted(live), k=rng.randint(1, len(live)))
+            if rng.random() < 0.1:
+                picks.append(picks[0])  # two scores for one span in one pass
             scores = []
             for span_id in picks:
                 text = live[span_id][0]
@@ -141,18 +145,24 @@ def random_session(
                     entry["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": "vendor"}]
                 context.append(entry)
                 live[span_id] = (text, tokens)
-            if removed and rng.random() < 0.7:
+            if gone and rng.random() < 0.1:
+                back = rng.choice(gone)  # a span the harness saw leave comes back
+                context.append({"span_id": back, "text": "back again", "tokens": 5})
+                live[back] = ("back again", 5)
+            if removed and context and rng.random() < 0.15:
+                context[0]["derived_from"] = removed  # merged into a kept span
+            elif removed and rng.random() < 0.8:
                 summary = "" if rng.random() < 0.15 else _text(rng)
                 tokens = rng.choice((1, 2, 20, 200))
-                entry = {"span_id": f"sum{next_span}", "text": summary, "tokens": tokens}
-                entry["derived_from"] = removed
-                if rng.random() < 0.2:
-                    entry["score"] = {"score_id": "x", "score": 0.9}
+                entry = {"span_id": f"sum{next_span}", "tokens": tokens, "derived_from": removed}
+                entry |= {"text": summary} if rng.random() < 0.8 else {"text_sha256": sha(summary)}
+                entry.update(_snapshot_score(rng, summary))
                 next_span += 1
                 context.insert(rng.randint(0, len(context)), entry)
                 live[entry["span_id"]] = (summary, tokens)
             for span_id in removed:
                 live.pop(span_id, None)
+                gone.append(span_id)
             extra = {}
             if rng.random() < 0.5:
                 extra["declared_modified"] = [e["span_id"] for e in context if rng.random() < 0.5]
@@ -176,8 +186,9 @@ def random_session(
             writer.evict(**extra, **({"query_sha256": query} if query else {}))
             # The harness does not know what was committed; it forgets what it asked for.
             for span_id in extra.get("candidates", []):
-                if rng.random() < 0.5:
-                    live.pop(span_id, None)
+                if rng.random() < 0.5 and span_id in live:
+                    live.pop(span_id)
+                    gone.append(span_id)
         elif roll < 0.96:
             writer.seq += rng.choice((-2, 2))
             writer.seq = max(0, writer.seq)
@@ -224,3 +235,17 @@ def interleave(rng: random.Random, sessions: list[list[bytes]]) -> list[bytes]:
         pick = rng.choice(open_sessions)
         merged.append(sessions[pick][cursors[pick]])
         cursors[pick] += 1
+
+
+def _snapshot_score(rng: random.Random, text: str) -> dict[str, Any]:
+    """Maybe a ``score`` inside a snapshot entry: good, unhashed, stale or not a number."""
+    roll = rng.random()
+    if roll < 0.7:
+        return {}
+    if roll < 0.8:
+        return {"score": {"score_id": "x", "score": 0.9, "text_sha256": sha(text)}}
+    if roll < 0.9:
+        return {"score": {"score_id": "x", "score": 0.9}}
+    if roll < 0.95:
+        return {"score": {"score_id": "x", "score": 0.9, "text_sha256": sha("old")}}
+    return {"score": {"score_id": "x", "score": "high", "text_sha256": sha(text)}}

@@ -153,3 +153,23 @@ def first_divergence(
         if fields:
             return Divergence(index, line, tuple(fields), produced, expected)
     return None
+
+
+Producer = Callable[[int, bytes], Sequence[OutputEvent]]
+
+
+def shrink(lines: Sequence[bytes], fresh: Callable[[], Producer]) -> list[bytes]:
+    """A shorter trace that still diverges: drop lines one at a time (the last first)
+    while the divergence stays. ``fresh`` makes a new producer for every try.
+    ``lines`` must diverge; the result is 1-minimal (no single line can go)."""
+    kept = list(lines)
+    divergence = first_divergence(kept, fresh())
+    assert divergence is not None, "shrink needs a trace that diverges"
+    kept = kept[: divergence.index + 1]
+    index = len(kept) - 2
+    while index >= 0:
+        trial = kept[:index] + kept[index + 1 :]
+        if first_divergence(trial, fresh()) is not None:
+            kept = trial
+        index -= 1
+    return kept

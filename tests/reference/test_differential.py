@@ -15,7 +15,7 @@ import pytest
 from schemas import OutputEvent
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
-from streams.reference.compare import first_divergence
+from streams.reference.compare import first_divergence, shrink
 from streams.reference.sessions import interleave, random_session
 from streams.sim.simulator import SimConfig, simulate
 
@@ -37,32 +37,40 @@ def _engine(settings: EngineSettings | None = None) -> EngineFeed:
     return EngineFeed(Engine(settings))
 
 
+def _report(seed: int, lines: list[bytes]) -> str:
+    """The shortest trace that still diverges, with the difference (a failure message)."""
+    small = shrink(lines, _engine)
+    divergence = first_divergence(small, _engine())
+    assert divergence is not None
+    trace = "\n".join(line.decode(errors="replace") for line in small)
+    return f"seed {seed}, minimal trace:\n{trace}\n{divergence.describe()}"
+
+
 @pytest.mark.parametrize("block", range(5))
 def test_engine_agrees_with_the_reference_on_random_sessions(block: int) -> None:
     per_block = RANDOM_SESSIONS // 5
-    failures = []
+    failures: list[tuple[int, list[bytes]]] = []
     for seed in range(block * per_block, (block + 1) * per_block):
         lines = random_session(random.Random(seed), f"s{seed}", 40)
-        divergence = first_divergence(lines, _engine())
-        if divergence is not None:
-            failures.append(f"seed {seed}, {divergence.describe()}")
-    assert failures == [], "\n\n".join(failures[:3])
+        if first_divergence(lines, _engine()) is not None:
+            failures.append((seed, lines))
+    assert failures == [], "\n\n".join(_report(seed, lines) for seed, lines in failures[:3])
 
 
 def test_sessions_of_one_id_in_several_tenants_stay_apart() -> None:
     # The same session id under three tenants, interleaved in one stream: state is
     # keyed by (tenant, session) and nothing may cross.
-    failures = []
+    failures: list[tuple[int, list[bytes]]] = []
     for seed in range(100):
         rng = random.Random(seed)
         sessions = [
             random_session(random.Random(seed * 3 + i), "shared", 40, tenant)
             for i, tenant in enumerate(("acme", "globex", "initech"))
         ]
-        divergence = first_divergence(interleave(rng, sessions), _engine())
-        if divergence is not None:
-            failures.append(f"seed {seed}, {divergence.describe()}")
-    assert failures == [], "\n\n".join(failures[:3])
+        lines = interleave(rng, sessions)
+        if first_divergence(lines, _engine()) is not None:
+            failures.append((seed, lines))
+    assert failures == [], "\n\n".join(_report(seed, lines) for seed, lines in failures[:3])
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
@@ -74,13 +82,12 @@ def test_engine_agrees_with_the_reference_on_simulated_fleets(seed: int) -> None
 
 
 def test_long_sessions_agree() -> None:
-    failures = []
+    failures: list[tuple[int, list[bytes]]] = []
     for seed in range(9000, 9020):
         lines = random_session(random.Random(seed), f"long{seed}", 300)
-        divergence = first_divergence(lines, _engine())
-        if divergence is not None:
-            failures.append(f"seed {seed}, {divergence.describe()}")
-    assert failures == [], "\n\n".join(failures[:3])
+        if first_divergence(lines, _engine()) is not None:
+            failures.append((seed, lines))
+    assert failures == [], "\n\n".join(_report(seed, lines) for seed, lines in failures[:3])
 
 
 @pytest.mark.parametrize(
@@ -101,3 +108,18 @@ def test_the_comparison_notices_an_engine_off_the_contract(settings: EngineSetti
         lines = random_session(random.Random(seed), f"s{seed}", 40)
         caught += first_divergence(lines, _engine(settings)) is not None
     assert caught > 0
+
+
+def test_a_divergence_shrinks_to_a_short_trace_that_still_diverges() -> None:
+    def off_contract() -> EngineFeed:
+        return _engine(EngineSettings(rewrite_of_rewrite_at=5))
+
+    lines = next(
+        lines
+        for lines in (random_session(random.Random(seed), f"s{seed}", 40) for seed in range(300))
+        if first_divergence(lines, off_contract()) is not None
+    )
+    small = shrink(lines, off_contract)
+    assert len(small) < len(lines)
+    assert first_divergence(small, off_contract()) is not None
+    assert all(line in lines for line in small)

@@ -386,9 +386,13 @@ class Runtime:
                         failed[state.partition] = exc
                         break
                     sent.append((state.partition, event, sent_ns, ack))
-            results = await asyncio.gather(
-                *(self._io(ack) for *_, ack in sent), return_exceptions=True
-            )
+            results: list[Any]
+            try:  # one deadline for the group (a task per ack would cost more than the send)
+                results = await self._io(
+                    asyncio.gather(*(ack for *_, ack in sent), return_exceptions=True)
+                )
+            except TimeoutError as exc:
+                results = [exc] * len(sent)
             for (p, event, sent_ns, _), result in zip(sent, results, strict=True):
                 if isinstance(result, BaseException):
                     failed.setdefault(p, result)

@@ -37,12 +37,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.e2e import Bench
-from schemas import ID_FIELD
+from schemas import ID_FIELD, OUTPUT_SUFFIXES
 from streams.client.kafka_io import OutputReader, produce_lines
 from streams.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.kafka.workers import WorkerProcess, spawn_worker
-from streams.runtime.testing import OUTPUT_SUFFIXES
 from streams.sim.simulator import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -37,6 +37,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.fuzz import garbage_mix
+from schemas import OUTPUT_SUFFIXES
 from streams.app.topology import runtime_config
 from streams.client.kafka_io import OutputReader, produce_lines, session_key
 from streams.client.partitioning import partition_for
@@ -120,7 +121,7 @@ def expected_outputs(lines: list[bytes]) -> int:
 
 async def wait_outputs(bootstrap: str, prefix: str, count: int, timeout: float) -> list[int]:
     """Timestamps (ms, producer time) of the first ``count`` output records."""
-    topics = [f"{prefix}.{s}" for s in ("faults", "pins", "recompute", "decisions", "deadletter")]
+    topics = [f"{prefix}.{s}" for s in OUTPUT_SUFFIXES if s != "alerts"]
     stamps: list[int] = []
     deadline = time.monotonic() + timeout
     async with OutputReader(bootstrap, topics) as reader:

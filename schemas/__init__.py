@@ -28,6 +28,7 @@ from schemas.inputs import (
 from schemas.outputs import (
     DEFAULT_SEVERITY,
     ID_FIELD,
+    OUTPUT_SUFFIXES,
     TOPIC_OF,
     Action,
     AlertWindow,
@@ -74,6 +75,7 @@ __all__ = [
     "INPUT_ADAPTER",
     "INPUT_TYPES",
     "OUTPUT_ADAPTER",
+    "OUTPUT_SUFFIXES",
     "SCHEMA_VERSION",
     "TOPIC_OF",
     "Action",

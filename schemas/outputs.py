@@ -321,3 +321,6 @@ TOPIC_OF: dict[str, str] = {
     "event.rejected": "deadletter",
 }
 """Output ``type`` -> topic suffix (the topic is ``<prefix>.<suffix>``)."""
+
+OUTPUT_SUFFIXES: tuple[str, ...] = tuple(dict.fromkeys(TOPIC_OF.values()))
+"""Every output topic's suffix, in the contract's order (the one list of them)."""

@@ -21,7 +21,7 @@ from typing import Any
 import faust
 from mode import Service
 
-from schemas import TOPIC_OF
+from schemas import OUTPUT_SUFFIXES
 from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, file_journal, journal_hook
 from streams.client.kafka_io import bootstrap_servers
@@ -92,7 +92,7 @@ def runtime_config(settings: Settings) -> RuntimeConfig:
     interval = settings.commit_interval or (0.1 if exactly_once else 1.0)
     return RuntimeConfig(
         input_topic=settings.topic("events"),
-        output_topics={s: settings.topic(s) for s in dict.fromkeys(TOPIC_OF.values())},
+        output_topics={s: settings.topic(s) for s in OUTPUT_SUFFIXES},
         changelog_topic=changelog_topic(settings.app_id),
         fleet_topic=settings.topic("fleet") if settings.fleet.enabled else None,
         exactly_once=exactly_once,

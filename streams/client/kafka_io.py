@@ -17,8 +17,6 @@ from aiokafka.structs import RecordMetadata
 
 from streams.client.partitioning import partition_for
 
-OUTPUT_SUFFIXES = ("faults", "pins", "recompute", "decisions", "alerts", "deadletter")
-
 
 def bootstrap_servers(broker: str) -> str:
     """``kafka://h:p;kafka://h2:p`` (Faust's form) or ``h:p,h2:p`` -> ``h:p,h2:p``."""

@@ -7,7 +7,8 @@ import contextlib
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from streams.client.kafka_io import OUTPUT_SUFFIXES, bootstrap_servers
+from schemas import OUTPUT_SUFFIXES
+from streams.client.kafka_io import bootstrap_servers
 from streams.client.security import aiokafka_security
 from streams.settings import Settings
 

@@ -15,16 +15,13 @@ from collections.abc import Iterable, Sequence
 
 import orjson
 
-from schemas import ID_FIELD, TOPIC_OF
+from schemas import ID_FIELD, OUTPUT_SUFFIXES
 from streams.client.partitioning import partition_for
 from streams.engine.config import EngineSettings
 from streams.runtime.config import RuntimeConfig
 from streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
 from streams.runtime.ports import FleetHook
 from streams.runtime.runtime import Runtime
-
-OUTPUT_SUFFIXES = tuple(dict.fromkeys(TOPIC_OF.values()))
-"""Output topic suffixes, from the contract's models."""
 
 
 def session_key(line: bytes) -> bytes | None:

@@ -12,8 +12,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from schemas import ID_FIELD
-from streams.client.kafka_io import OUTPUT_SUFFIXES, OutputReader, produce_lines
+from schemas import ID_FIELD, OUTPUT_SUFFIXES
+from streams.client.kafka_io import OutputReader, produce_lines
 from streams.kafka.workers import WorkerProcess, spawn_worker
 
 Done = Callable[[list[bytes]], bool]

@@ -18,8 +18,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
+from schemas import OUTPUT_SUFFIXES
 from streams.cli.main import app
-from streams.client.kafka_io import OUTPUT_SUFFIXES
 from streams.client.privacy import (
     needles_from_trace,
     privacy_scan,

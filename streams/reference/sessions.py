@@ -27,9 +27,11 @@ def sha(text: str) -> str:
 class SessionWriter:
     """Builds the JSON lines of one session, in order."""
 
-    def __init__(self, session_id: str = "s1", tenant: str = "acme") -> None:
+    def __init__(self, session_id: str = "s1", tenant: str = "acme", ids: str = "") -> None:
         self.session_id = session_id
         self.tenant = tenant
+        self.ids = ids or session_id
+        """Prefix of the event ids (another writer of the same session needs its own)."""
         self.seq = 0
         self.lines: list[bytes] = []
 
@@ -41,7 +43,7 @@ class SessionWriter:
         body = {
             "type": kind,
             "schema_version": 1,
-            "event_id": f"{self.session_id}-e{len(self.lines)}",
+            "event_id": f"{self.ids}-e{len(self.lines)}",
             "session_id": self.session_id,
             "tenant": self.tenant,
             "seq": seq,

@@ -16,7 +16,9 @@ from schemas import OutputEvent
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.reference.compare import first_divergence, shrink
-from streams.reference.sessions import interleave, random_session
+from streams.reference.model import ReferenceModel
+from streams.reference.outcome import Rejected
+from streams.reference.sessions import SessionWriter, interleave, random_session
 from streams.sim.simulator import SimConfig, simulate
 
 RANDOM_SESSIONS = 1500
@@ -123,3 +125,26 @@ def test_a_divergence_shrinks_to_a_short_trace_that_still_diverges() -> None:
     assert len(small) < len(lines)
     assert first_divergence(small, off_contract()) is not None
     assert all(line in lines for line in small)
+
+
+def test_rare_inputs_agree() -> None:
+    # Inputs too costly for every random session: a record over 1 MiB, re-deliveries
+    # after a close (at or below its seq: ignored; above it: SESSION_CLOSED).
+    rng = random.Random(5)
+    lines = [
+        line for line in random_session(rng, "rare", 30, "acme") if b"session.closed" not in line
+    ]
+    big = lines[0].replace(b'"tokens"', b'"padding": "' + b"x" * (1 << 20) + b'", "tokens"')
+    closing = SessionWriter("rare", "acme", ids="closing")
+    closing.seq = 1000
+    closing.event("session.closed")
+    late = SessionWriter("rare", "acme", ids="late")
+    late.seq = 1001
+    late.add("late", "after the close", 0)
+    trace = [*lines, big, *closing.lines, lines[3], lines[-1], *late.lines]
+    divergence = first_divergence(trace, _engine())
+    assert divergence is None, divergence.describe()
+    model = ReferenceModel()
+    outcomes = [model.process(line) for line in trace]
+    assert outcomes[len(lines)] == [Rejected("TOO_LARGE")]
+    assert outcomes[-3:] == [[], [], [Rejected("SESSION_CLOSED")]]

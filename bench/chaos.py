@@ -38,8 +38,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.e2e import Bench
 from schemas import ID_FIELD, OUTPUT_SUFFIXES
+from schemas.codec import encode_output
 from streams.client.kafka_io import OutputReader, produce_lines
-from streams.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.kafka.workers import WorkerProcess, spawn_worker
 from streams.sim.simulator import SimConfig, simulate

@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from schemas import INPUT_TYPES, EventRejected, RejectReason, text_sha256
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.decode import Invalid, decode
 from streams.engine.engine import Engine, Source

@@ -20,10 +20,10 @@ import typer
 from rich.console import Console
 
 from schemas import OUTPUT_SUFFIXES
+from schemas.codec import decode_output
 from streams.cli.demo_lines import demo_line, in_wall_time
 from streams.client.kafka_io import OutputReader, bootstrap_servers, produce_lines
 from streams.client.topics import ensure_topics
-from streams.codec import decode_output
 from streams.kafka.broker import BrokerError, LocalBroker
 from streams.kafka.workers import WorkerProcess, spawn_worker
 from streams.settings import load_settings

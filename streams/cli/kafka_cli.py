@@ -17,12 +17,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from schemas import OUTPUT_SUFFIXES
+from schemas.codec import decode_output
 from streams.cli.summary import OutputSummary
 from streams.client.connection import diagnose_connection, redact
 from streams.client.kafka_io import bootstrap_servers, produce_lines, read_outputs
 from streams.client.security import CredentialsError, aiokafka_security
 from streams.client.topics import ensure_topics, max_record_bytes
-from streams.codec import decode_output
 from streams.settings import Settings, load_settings
 
 _T = TypeVar("_T")

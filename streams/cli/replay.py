@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from schemas import Severity
+from schemas.codec import encode_output
 from streams.cli.summary import OutputSummary
-from streams.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.settings import load_settings
 

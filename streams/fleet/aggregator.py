@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import orjson
 
 from schemas import FleetAlert
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.fleet.combiner import Partial
 from streams.fleet.evaluator import FleetEvaluator, Outcome
 from streams.runtime.errors import FencedError

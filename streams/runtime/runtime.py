@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine
 from streams.engine.state import SessionState

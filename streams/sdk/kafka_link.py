@@ -20,8 +20,8 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from schemas import FleetAlert, InputEvent
+from schemas.codec import decode_output
 from streams.client.kafka_io import bootstrap_servers, murmur2_partitioner
-from streams.codec import decode_output
 from streams.sdk.inbox import Inbox
 
 log = logging.getLogger(__name__)

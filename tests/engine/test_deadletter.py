@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from schemas import RejectReason
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript

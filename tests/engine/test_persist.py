@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript

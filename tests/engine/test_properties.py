@@ -16,8 +16,8 @@ from schemas import (
     SpanPinned,
     text_sha256,
 )
+from schemas.codec import decode_output, encode_output
 from streams.cli.replay import _lines
-from streams.codec import decode_output, encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.driver import EngineDriver
 from streams.engine.engine import Engine, Source

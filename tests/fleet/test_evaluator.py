@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import datetime
 
 from schemas import FaultKind, FleetAlert, IntegrityFault
-from streams.codec import decode_output, encode_output
+from schemas.codec import decode_output, encode_output
 from streams.fleet.aggregates import Window, window_of
 from streams.fleet.alerts import fingerprint
 from streams.fleet.config import FleetSettings

@@ -16,7 +16,7 @@ import gzip
 from collections.abc import Iterable
 from pathlib import Path
 
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.sim.scenarios import demo_fleet

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript, interleave
 from streams.sim.scenarios import broken, demo_fleet, healthy

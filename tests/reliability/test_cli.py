@@ -10,10 +10,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from schemas import EventRejected, RejectReason
+from schemas.codec import decode_output
 from streams.cli.kafka_cli import describe
 from streams.cli.main import app
 from streams.cli.summary import OutputSummary
-from streams.codec import decode_output
 from streams.kafka.broker import free_port
 
 runner = CliRunner()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import EventRejected, RejectReason
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 
 EVENT = (

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
 from schemas import OUTPUT_SUFFIXES
+from schemas.codec import encode_output
 from streams.cli.main import app
 from streams.client.privacy import (
     needles_from_trace,
@@ -27,7 +28,6 @@ from streams.client.privacy import (
     scanned_topics,
 )
 from streams.client.topics import ensure_topics
-from streams.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.settings import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import cache
 
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.runtime.testing import output_identity
 from streams.sim.scenarios import demo_fleet

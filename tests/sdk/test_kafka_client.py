@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from schemas import TOPIC_OF, Action
-from streams.codec import encode_output
+from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.kafka.broker import DEFAULT_HOME
 from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable

@@ -11,9 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from schemas.codec import encode_output
 from streams.cli import sim_cli
 from streams.cli.replay import replay
-from streams.codec import encode_output
 from streams.engine.driver import EngineDriver
 from streams.sim.quality import QualityReport, evaluate, read_outputs
 from streams.sim.simulator import Fleet, SimConfig, simulate

@@ -33,6 +33,7 @@ from mode import Service
 
 from schemas import FaultKind, FleetAlert, Severity
 from streams.client.kafka_io import bootstrap_servers
+from streams.client.security import aiokafka_security
 from streams.engine.config import EngineSettings
 from streams.fleet.aggregator import FleetAggregator
 from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
@@ -250,6 +251,7 @@ def install_fleet(
     )
     evaluator = FleetEvaluator(fleet_settings, fleet_rules)
     state_topic = f"{conf.app_id}-fleet-state"
+    security = aiokafka_security(conf.broker_credentials)  # as the data path's clients
     transport = KafkaTransport(
         bootstrap_servers(conf.broker),
         RuntimeConfig(
@@ -264,6 +266,7 @@ def install_fleet(
         # Alerting needs no fast failover; a longer timeout keeps the group calm on
         # a loaded machine (each rebalance moves tenants between aggregators).
         session_timeout=max(conf.session_timeout, FLEET_SESSION_TIMEOUT),
+        client_options=security,
     )
     holder: list[Fleet] = []
     aggregator = FleetAggregator(
@@ -327,6 +330,7 @@ def install_fleet(
             conf.topic(WORKERS_SUFFIX),
             members,
             runtime.assigned_partitions,
+            client_options=security,
             replication=conf.replication,
         )
     app.add_dependency(

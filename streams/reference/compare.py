@@ -140,12 +140,14 @@ class Divergence:
 
 
 def first_divergence(
-    lines: Sequence[bytes], produce: Callable[[int, bytes], Sequence[OutputEvent]]
+    lines: Sequence[bytes],
+    produce: Callable[[int, bytes], Sequence[OutputEvent]],
+    model: ReferenceModel | None = None,
 ) -> Divergence | None:
-    """Feed ``lines`` to ``produce`` (index, line -> output events) and to a fresh
-    :class:`~streams.reference.model.ReferenceModel`; the first line whose
-    outcomes differ, or None."""
-    model = ReferenceModel()
+    """Feed ``lines`` to ``produce`` (index, line -> output events) and to ``model``
+    (a fresh :class:`~streams.reference.model.ReferenceModel` by default); the first
+    line whose outcomes differ, or None."""
+    model = model or ReferenceModel()
     for index, line in enumerate(lines):
         produced = semantics(outcomes_of(produce(index, line)))
         expected = semantics(model.process(line))

@@ -37,7 +37,7 @@ from streams.reference.extract import from_harness, from_text
 from streams.reference.gate import decide
 from streams.reference.outcome import Fault, Outcome, Rejected
 from streams.reference.rewrite import counter_faults, rewrite
-from streams.reference.state import POISONED_AT, Bound, Session, Span
+from streams.reference.state import DEDUP_WINDOW, POISONED_AT, Bound, Session, Span
 
 DRIFT_TOLERANCE = 0.05
 """The contract's default drift tolerance (relative rise of mean relevance)."""
@@ -48,7 +48,9 @@ SessionKey = tuple[str, str]
 class ReferenceModel:
     """Every session of a stream, as plain dicts, and the contract's rules."""
 
-    def __init__(self) -> None:
+    def __init__(self, dedup_window: int = DEDUP_WINDOW) -> None:
+        self.dedup_window = dedup_window
+        """How many accepted event ids a session remembers (the contract's 10,000)."""
         self.sessions: dict[SessionKey, Session] = {}
         self.closed: dict[SessionKey, int] = {}
         """Closed sessions and the highest ``seq`` they had seen."""
@@ -73,7 +75,7 @@ class ReferenceModel:
             return [Rejected("SPAN_EXISTS")]
         self.sessions[key] = session
         outcomes = _check_seq(session, event.seq)
-        session.remember(event.event_id)
+        session.remember(event.event_id, self.dedup_window)
         outcomes.extend(self._apply(key, session, event))
         return outcomes
 

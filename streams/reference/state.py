@@ -89,10 +89,10 @@ class Session:
             return self.gone[span_id].counter
         return 0
 
-    def remember(self, event_id: str) -> None:
-        """Put an accepted event id in the duplicate window."""
+    def remember(self, event_id: str, window: int = DEDUP_WINDOW) -> None:
+        """Put an accepted event id in the duplicate window of the last ``window`` ids."""
         self.recent_ids.append(event_id)
-        if len(self.recent_ids) > DEDUP_WINDOW:
+        if len(self.recent_ids) > window:
             del self.recent_ids[0]
 
 

@@ -148,3 +148,25 @@ def test_rare_inputs_agree() -> None:
     outcomes = [model.process(line) for line in trace]
     assert outcomes[len(lines)] == [Rejected("TOO_LARGE")]
     assert outcomes[-3:] == [[], [], [Rejected("SESSION_CLOSED")]]
+
+
+def test_past_the_duplicate_window_an_event_id_is_new() -> None:
+    # A small window, on both sides, so that re-deliveries fall in and out of it.
+    window = 4
+    failures = []
+    reached = 0  # traces where the small window changes what the contract requires
+    for seed in range(200):
+        lines = random_session(random.Random(seed), f"s{seed}", 40)
+        rng = random.Random(seed)
+        replayed = list(lines)
+        for _ in range(8):
+            at = rng.randrange(len(replayed))
+            replayed.insert(at + rng.randint(1, 10), replayed[at])
+        engine = _engine(EngineSettings(dedup_window=window))
+        divergence = first_divergence(replayed, engine, ReferenceModel(dedup_window=window))
+        if divergence is not None:
+            failures.append(f"seed {seed}, {divergence.describe()}")
+        small, large = ReferenceModel(dedup_window=window), ReferenceModel()
+        reached += any(small.process(line) != large.process(line) for line in replayed)
+    assert failures == [], "\n\n".join(failures[:3])
+    assert reached > 0

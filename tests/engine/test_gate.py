@@ -9,7 +9,7 @@ from streams.engine.driver import EngineDriver
 from streams.engine.engine import Engine, Source
 from streams.engine.gate import pinned_set
 from streams.engine.trace import SessionScript
-from tests.engine.test_properties import actions, build
+from tests.engine.scripts import actions, build
 
 ACCOUNT = [{"key": "8841-C", "type": "account"}]
 

@@ -11,7 +11,7 @@ from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript
-from tests.engine.test_properties import actions, build
+from tests.engine.scripts import actions, build
 
 
 def seed_like_session() -> SessionScript:

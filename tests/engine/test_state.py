@@ -11,7 +11,7 @@ from streams.engine.engine import Engine, Source
 from streams.engine.referent_index import Mention
 from streams.engine.rewrite import resolve_in_order
 from streams.engine.state import SessionState
-from tests.engine.test_properties import actions, build
+from tests.engine.scripts import actions, build
 
 
 def snapshot(state: SessionState) -> tuple[object, ...]:

@@ -10,8 +10,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.engine.trace import SessionScript
 from streams.runtime.config import changelog_topic
-from tests.kafka.test_worker import identities, replay_outputs, scenario_traces
-from tests.kafka.worker_process import Pipeline, has_ids
+from tests.kafka.worker_process import (
+    Pipeline,
+    has_ids,
+    identities,
+    replay_outputs,
+    scenario_traces,
+)
 
 
 def test_exactly_once_leaves_no_duplicate_after_a_kill(pipeline: Pipeline) -> None:

@@ -15,8 +15,7 @@ from streams.client.partitioning import partition_for
 from streams.kafka.broker import LocalBroker, free_ports
 from streams.sim.scenarios import broken, demo_fleet
 from tests.kafka.conftest import SHARED_LIB_DIR
-from tests.kafka.test_worker import identities, replay_outputs
-from tests.kafka.worker_process import Pipeline, has_ids, identity
+from tests.kafka.worker_process import Pipeline, has_ids, identities, identity, replay_outputs
 
 PARTITIONS = 4  # the topics the pipeline's workers create (settings default)
 

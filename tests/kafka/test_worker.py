@@ -1,21 +1,21 @@
-"""The Faust worker on the real broker: same outputs as replay, in the promised order,
+"""The worker on the real broker: same outputs as replay, in the promised order,
 recovered after a crash, shared between workers, and safe on bad input."""
 
 from __future__ import annotations
 
 import base64
 import time
-from collections import Counter
-from collections.abc import Iterator
 
 import orjson
 
-from schemas.codec import encode_output
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript, interleave
-from streams.sim.scenarios import broken, demo_fleet, healthy
-from tests.engine.test_properties import build
-from tests.kafka.worker_process import Pipeline, has_ids, identity
+from tests.kafka.worker_process import (
+    Pipeline,
+    has_ids,
+    identities,
+    identity,
+    replay_outputs,
+    scenario_traces,
+)
 
 GARBAGE = [
     b"\x00\xff\xfe not even text",
@@ -26,50 +26,6 @@ GARBAGE = [
     b'{"type": "span.removed", "schema_version": 1}',
     b"[1, 2, 3]",
 ]
-
-
-def scenario_traces() -> list[bytes]:
-    """Every scenario of the suite in one interleaved fleet (distinct session ids)."""
-    scripts: list[SessionScript] = [healthy(), broken()]
-    for i, actions in enumerate(_random_action_lists()):
-        script = build(actions)
-        for event in script.raw:
-            event["session_id"] = f"prop-{i}"
-            event["event_id"] = f"prop-{i}-{event['seq']}"
-        scripts.append(script)
-    lines = interleave(scripts) + demo_fleet(24)
-    return lines
-
-
-def _random_action_lists() -> Iterator[list[tuple]]:  # type: ignore[type-arg]
-    from hypothesis import HealthCheck, given, settings
-
-    from tests.engine.test_properties import actions
-
-    found: list[list[tuple]] = []  # type: ignore[type-arg]
-
-    @settings(
-        max_examples=12, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
-    )
-    @given(actions())
-    def collect(value: list[tuple]) -> None:  # type: ignore[type-arg]
-        found.append(value)
-
-    collect()
-    return iter(found)
-
-
-def replay_outputs(lines: list[bytes]) -> list[bytes]:
-    engine = Engine()
-    return [
-        encode_output(o)
-        for i, line in enumerate(lines)
-        for o in engine.process_raw(line, Source("replay", -1, i))
-    ]
-
-
-def identities(records: list[bytes]) -> Counter[str]:
-    return Counter(identity(r) for r in records)
 
 
 def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipeline) -> None:

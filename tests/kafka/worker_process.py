@@ -1,10 +1,12 @@
-"""Running real ``spanguard worker`` processes against the test broker."""
+"""Running real ``spanguard worker`` processes against the test broker, and the traces
+and replay references the Kafka tests compare them with."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +15,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from schemas import ID_FIELD, OUTPUT_SUFFIXES
+from schemas.codec import encode_output
 from streams.client.kafka_io import OutputReader, produce_lines
+from streams.engine.engine import Engine, Source
+from streams.engine.trace import SessionScript, interleave
 from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.sim.scenarios import broken, demo_fleet, healthy
+from tests.engine.scripts import build
 
 Done = Callable[[list[bytes]], bool]
 
@@ -133,3 +140,49 @@ def identity(raw: bytes) -> str:
     if data["type"] == "event.rejected":
         return f"rejected:{data['reason']}:{data['raw']}"
     return str(data[ID_FIELD[data["type"]]])
+
+
+def scenario_traces() -> list[bytes]:
+    """Every scenario of the suite in one interleaved fleet (distinct session ids)."""
+    scripts: list[SessionScript] = [healthy(), broken()]
+    for i, actions in enumerate(_random_action_lists()):
+        script = build(actions)
+        for event in script.raw:
+            event["session_id"] = f"prop-{i}"
+            event["event_id"] = f"prop-{i}-{event['seq']}"
+        scripts.append(script)
+    lines = interleave(scripts) + demo_fleet(24)
+    return lines
+
+
+def _random_action_lists() -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.engine.scripts import actions
+
+    found: list[list[tuple]] = []  # type: ignore[type-arg]
+
+    @settings(
+        max_examples=12, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
+    @given(actions())
+    def collect(value: list[tuple]) -> None:  # type: ignore[type-arg]
+        found.append(value)
+
+    collect()
+    return iter(found)
+
+
+def replay_outputs(lines: list[bytes]) -> list[bytes]:
+    """What ``spanguard replay`` outputs for ``lines``, as bytes on the wire."""
+    engine = Engine()
+    return [
+        encode_output(o)
+        for i, line in enumerate(lines)
+        for o in engine.process_raw(line, Source("replay", -1, i))
+    ]
+
+
+def identities(records: list[bytes]) -> Counter[str]:
+    """The outputs' identities, counted."""
+    return Counter(identity(r) for r in records)

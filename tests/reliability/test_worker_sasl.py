@@ -8,8 +8,12 @@ from pathlib import Path
 import orjson
 
 from streams.sim.scenarios import demo_fleet
-from tests.kafka.test_worker import identities, replay_outputs
-from tests.kafka.worker_process import Pipeline, has_ids
+from tests.kafka.worker_process import (
+    Pipeline,
+    has_ids,
+    identities,
+    replay_outputs,
+)
 from tests.reliability.secure_broker import SecureBroker
 
 

@@ -223,7 +223,7 @@ class Runtime:
             committed = await self._io(self.transport.committed(state.partition))
         except Exception:
             return False
-        return committed == state.committed == state.next_offset
+        return (committed or 0) == state.committed == state.next_offset
 
     async def _open_until_ready(self, partition: int) -> None:
         delay = self.config.retry_backoff[0]

@@ -127,6 +127,9 @@ class FleetCombiner:
         self._seen: dict[int, dict[tuple[str, float], set[str]]] = {}
         """Sessions already counted per partition and (tenant, window), as of the
         partition's last checkpoint."""
+        self._in_flight: dict[int, dict[tuple[str, float], set[str]]] = {}
+        """Sessions first counted by the partials last drained: their transaction may
+        still abort (then :meth:`discard` takes them back out of ``_seen``)."""
         self._cycle_base: dict[int, tuple[int, int]] = {}
         self.export: Callable[[dict[str, Any] | None, Sequence[OutputEvent]], None] | None = None
         """Called with each record's input event and outputs (the OTLP export)."""
@@ -145,6 +148,9 @@ class FleetCombiner:
         pending = self._pending.pop(partition, None)
         if pending is None:
             return []
+        # Being called again means the previous checkpoint committed (an abort calls
+        # discard() in between): its sessions are settled.
+        self._in_flight[partition] = pending.new_sessions
         seen = self._seen.setdefault(partition, {})
         for key, sessions in pending.new_sessions.items():
             seen.setdefault(key, set()).update(sessions)
@@ -167,9 +173,17 @@ class FleetCombiner:
 
     def discard(self, partition: int) -> None:
         """Forget what the partition observed since its last :meth:`partials`; its
-        engine starts again from the changelog (rewrite-cycle counters from 0)."""
+        engine starts again from the changelog (rewrite-cycle counters from 0). The
+        sessions of the last drained partials are taken back too: ``discard`` follows a
+        checkpoint that aborted, whose inputs (and sessions) will come again. (After a
+        revocation that committed, this may count a session twice if the partition
+        ever comes back: the session figure is an upper bound.)"""
         self._pending.pop(partition, None)
         self._cycle_base[partition] = (0, 0)
+        seen = self._seen.get(partition, {})
+        for key, sessions in self._in_flight.pop(partition, {}).items():
+            if key in seen:
+                seen[key] -= sessions
 
     # -- internals -----------------------------------------------------------
 

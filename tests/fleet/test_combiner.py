@@ -273,3 +273,28 @@ async def test_aggregator_alerts_exactly_once_whatever_crashes(crash_at: list[in
     broker = fleet_broker(partials)
     await drive(broker, crash_at)
     assert alerts_of(broker) == alerts_of(reference)
+
+
+def test_an_aborted_checkpoint_gives_its_sessions_back() -> None:
+    """The runtime drains partials, the transaction aborts, discard() follows and the
+    same inputs come again: their sessions are counted again (once)."""
+    trace = demo_fleet(4)[:20]
+    engine = Engine()
+    outputs = [engine.process_raw(line, Source("t", 0, n)) for n, line in enumerate(trace)]
+    combiner = FleetCombiner(WINDOW, FleetMetrics(50), RecentRecords(8, 100))
+
+    def sessions() -> int:
+        for line, outs in zip(trace, outputs, strict=True):
+            combiner.observe(0, line, outs)
+        total = 0
+        for _, value in combiner.partials(0):
+            partial = Partial.from_bytes(value)
+            assert partial is not None
+            total += sum(c.sessions for c in partial.windows.values())
+        return total
+
+    first = sessions()
+    assert first == len({orjson.loads(line)["session_id"] for line in trace})
+    combiner.discard(0)  # the checkpoint that carried them aborted
+    assert sessions() == first
+    assert sessions() == 0  # committed this time: the same sessions are not new

@@ -38,7 +38,7 @@ class FleetSettings(BaseModel):
         description="wall time without observations after which a tenant's windows close",
     )
     retention_windows: int = Field(
-        60, ge=2, description="windows kept per tenant (views, chart, table expiry)"
+        60, ge=2, description="windows kept per tenant (views, chart, state changelog)"
     )
     rules_file: Path | None = Field(
         None, description="alert rules (YAML, docs/monitoring.md); built-in rules when unset"

@@ -9,8 +9,8 @@ windows and alerts whose next window closed quietly are resolved. A timer tick
 closes the windows of a tenant that has been silent for ``idle_seconds`` of
 wall time (its watermark would never move again).
 
-The Faust layer persists what :class:`Outcome` names (changed windows, changed
-tenant records) and restores it with :meth:`FleetEvaluator.restore`.
+The aggregator persists what :class:`Outcome` names (changed windows, changed
+tenant records) and loads it with :meth:`FleetEvaluator.load`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class TenantState:
 
 @dataclass(slots=True)
 class Outcome:
-    """What one observation or tick changed, for the Faust layer to send and persist."""
+    """What one observation, partial or tick changed, for the aggregator to send and persist."""
 
     tenant: str
     alerts: list[FleetAlert] = field(default_factory=list)

@@ -111,6 +111,7 @@ def worker(
         from streams.kafka.workers import run_processes
 
         raise typer.Exit(run_processes(processes, settings, loglevel, config))
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
     asyncio.set_event_loop(asyncio.new_event_loop())
     topology = build_topology(settings)
     faust.Worker(topology.app, loglevel=loglevel, quiet=True).execute_from_commandline()

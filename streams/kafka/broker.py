@@ -219,7 +219,7 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """In the child before exec: get SIGTERM when the parent exits (Linux prctl)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -695,7 +695,7 @@ class LocalBroker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: no signals from our terminal
                 close_fds=True,
-                preexec_fn=_die_with_parent if self.stop_with_parent else None,
+                preexec_fn=die_with_parent if self.stop_with_parent else None,
             )
         self._process = process
         self.pid_file.write_text(f"{process.pid}\n")

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.kafka.broker import die_with_parent
 from streams.settings import Settings
 
 READY = b"Worker]: Ready"
@@ -65,9 +66,11 @@ def run_processes(count: int, settings: Settings, loglevel: str, config: Path | 
     children = []
     extra = [] if config is None else ["--config", str(config)]
     for i in range(count):
+        data_dir = settings.data_dir / f"p{i}"
+        data_dir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
-            "SPANGUARD_DATA_DIR": str(settings.data_dir / f"p{i}"),
+            "SPANGUARD_DATA_DIR": str(data_dir),
             "SPANGUARD_WEB_PORT": str(settings.web_port + i),
         }
         children.append(
@@ -82,6 +85,7 @@ def run_processes(count: int, settings: Settings, loglevel: str, config: Path | 
                     *extra,
                 ],
                 env=env,
+                preexec_fn=die_with_parent,  # a killed supervisor leaves no worker behind
             )
         )
 
@@ -97,13 +101,19 @@ def run_processes(count: int, settings: Settings, loglevel: str, config: Path | 
 
 
 def spawn_worker(
-    name: str, env: dict[str, str], log: Path, cwd: Path | None = None, journal: Path | None = None
+    name: str,
+    env: dict[str, str],
+    log: Path,
+    cwd: Path | None = None,
+    journal: Path | None = None,
+    args: tuple[str, ...] = (),
 ) -> WorkerProcess:
-    """Start ``python -m streams.cli.main worker`` with ``env`` added to this environment."""
+    """Start ``python -m streams.cli.main worker [args]`` with ``env`` added to this
+    environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     handle = log.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli.main", "worker", "--loglevel", "info"],
+        [sys.executable, "-m", "streams.cli.main", "worker", "--loglevel", "info", *args],
         env={**os.environ, **env},
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -199,10 +199,12 @@ class KafkaTransport:
             await admin.close()
 
     async def stop(self) -> None:
-        """Leave the group and close every client."""
-        for closer in (self._consumer.stop, self._outputs.stop, self._restore.stop):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(closer(), 5)
+        """Leave the group and close every client (those that were started)."""
+        for name in ("_consumer", "_outputs", "_restore"):
+            client = getattr(self, name, None)  # absent when start() never ran
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.stop(), 5)
 
     # -- Transport -------------------------------------------------------------
 

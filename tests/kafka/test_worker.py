@@ -132,3 +132,18 @@ def test_sigterm_checkpoints_and_exits_within_ten_seconds(pipeline: Pipeline) ->
     assert worker.process.returncode == 0, worker.log_text()[-3000:]
     # the last checkpoint committed every input offset on the way out
     pipeline.wait_committed(timeout=5)
+
+
+def test_worker_processes_share_the_partitions(pipeline: Pipeline) -> None:
+    lines = scenario_traces()
+    expected = replay_outputs(lines)
+    supervisor = pipeline.start_worker("pair", "--processes", "2")
+    supervisor.wait_ready()
+    pipeline.produce(lines)
+    got = pipeline.read_until(has_ids(set(identities(expected))))
+    assert set(identities(got)) == set(identities(expected))
+    restored = [line for line in supervisor.log_text().splitlines() if "restored:" in line]
+    pids = {line.split("] [")[1].split("]")[0] for line in restored}
+    assert len(pids) == 2, "both processes took partitions"
+    supervisor.stop(timeout=30)
+    assert supervisor.process.returncode == 0, supervisor.log_text()[-2000:]

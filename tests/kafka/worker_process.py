@@ -53,13 +53,14 @@ class Pipeline:
         env.update(self.settings)
         return env
 
-    def start_worker(self, name: str) -> WorkerProcess:
+    def start_worker(self, name: str, *args: str) -> WorkerProcess:
         worker = spawn_worker(
             name,
             self.env(name),
             self.tmp / f"worker-{name}.log",
             cwd=self.tmp,
             journal=self.tmp / f"journal-{name}.jsonl",
+            args=args,
         )
         self.workers.append(worker)
         return worker

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     )
     fleet: FleetSettings = Field(
         default_factory=FleetSettings,
-        description="fleet monitoring: windows, alert rules, webhook (docs/monitoring.md)",
+        description="fleet monitoring: windows, rules, Alertmanager, OTLP (docs/monitoring.md)",
     )
     broker_credentials: BrokerCredentials | None = Field(
         None,

@@ -10,14 +10,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import orjson
 import typer
 from aiokafka.errors import KafkaError
 from rich.console import Console
-from rich.markup import escape
 
 from schemas import OUTPUT_SUFFIXES
 from schemas.codec import decode_output
+from streams.cli.demo_lines import demo_line
 from streams.cli.summary import OutputSummary
 from streams.client.connection import diagnose_connection, redact
 from streams.client.kafka_io import bootstrap_servers, produce_lines, read_outputs
@@ -185,7 +184,7 @@ def consume(
                 event = decode_output(record.value)
                 summary.add(event)
                 if follow:
-                    err.print(describe(event))
+                    err.print(demo_line(event))
                 if not follow or out != "-":
                     sink.write(record.value + b"\n")
                     sink.flush()
@@ -196,42 +195,3 @@ def consume(
     with contextlib.suppress(KeyboardInterrupt):
         run_on_kafka(settings, run)
     summary.render(err, counted="outputs")
-
-
-def describe(event: object) -> str:
-    """One readable line for the live tail."""
-    data = _escaped(orjson.loads(orjson.dumps(event, default=lambda o: o.model_dump(mode="json"))))
-    kind = data["type"]
-    who = f"{data.get('tenant')}/{data.get('session_id')}"
-    if kind == "integrity.fault":
-        colour = {"critical": "bold red", "warning": "yellow"}.get(data["severity"], "white")
-        return (
-            f"[{colour}]{data['severity'].upper():8}[/] {data['kind']:<28} {who} "
-            f"spans={','.join(data['span_ids'][:5])}"
-        )
-    if kind == "span.pinned":
-        return (
-            f"[cyan]PIN     [/] {data['span_id']:<28} {who} for={','.join(data['pinned_for'][:3])}"
-        )
-    if kind == "eviction.decided":
-        refused = ",".join(f"{r['span_id']}:{r['reason']}" for r in data["refused"][:4])
-        return (
-            f"[green]DECISION[/] {data['action']:<28} {who} committed={len(data['committed'])} "
-            f"refused=\\[{refused}] dropped={len(data['dropped'])}"
-        )
-    if kind == "scores.recompute_requested":
-        return f"[magenta]RECOMPUTE[/] {len(data['span_ids'])} span(s)            {who}"
-    if kind == "event.rejected":
-        return f"[red]REJECTED[/] {data['reason']:<28} {who} {data['detail'][:60]}"
-    return f"{kind} {who}"
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` with every string escaped for rich markup (``[u5:PINNED]`` stays visible)."""
-    if isinstance(value, str):
-        return escape(value)
-    if isinstance(value, list):
-        return [_escaped(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _escaped(item) for key, item in value.items()}
-    return value

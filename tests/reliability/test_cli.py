@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from schemas import EventRejected, RejectReason
 from schemas.codec import decode_output
-from streams.cli.kafka_cli import describe
+from streams.cli.demo_lines import demo_line
 from streams.cli.main import app
 from streams.cli.summary import OutputSummary
 from streams.kafka.broker import free_port
@@ -124,7 +124,7 @@ def test_follow_lines_keep_square_brackets() -> None:
         )
     )
     console = Console(record=True, width=200)
-    console.print(describe(decision))
+    console.print(demo_line(decision))
     text = console.export_text()
     assert "refused=[u5:PINNED]" in text
     assert "t/s[1]" in text

@@ -100,11 +100,6 @@ class Fleet:
         only the tenants ``allowed``, all by default)."""
         return local_view(self.evaluator, windows, allowed)
 
-    def ready(self) -> bool:
-        """True while the data path makes progress (see :meth:`Runtime.health`)."""
-        ready, _ = self.topology.runtime.health()
-        return ready
-
     def on_alerts(self, alerts: list[FleetAlert]) -> None:
         """Alerts the aggregator committed: count, log, post to Alertmanager."""
         changed = []

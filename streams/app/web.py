@@ -8,7 +8,7 @@
 | ``GET /fleet/local?windows=1`` | this worker's part of ``/fleet`` | token |
 | ``GET /sessions/{tenant}/{session_id}`` | the session inspector (routed to its worker) | token |
 | ``GET /healthz`` | the process answers | open |
-| ``GET /readyz`` | 200 once past table recovery, else 503 | open |
+| ``GET /readyz`` | 200 while the data path makes progress, else 503 with the reason | open |
 
 With ``api_token`` (or fleet ``api_tokens``) set, "token" routes want
 ``Authorization: Bearer <token>`` (401 otherwise); a token scoped to tenants
@@ -143,8 +143,8 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     class Readyz(faust.web.View):
         async def get(self, request: Any) -> Any:
-            ready = fleet.ready()
-            return self.json({"ready": ready}, status=200 if ready else 503)
+            ready, reason = fleet.topology.runtime.health()
+            return self.json({"ready": ready, "reason": reason}, status=200 if ready else 503)
 
     app.page("/")(Dashboard)
     app.page("/metrics")(Metrics)

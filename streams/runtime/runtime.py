@@ -150,6 +150,8 @@ class Runtime:
     def health(self, stall_after: float = 30.0) -> tuple[bool, str]:
         """(ready, reason): not ready while a partition is stopped or no checkpoint
         succeeded for ``stall_after`` seconds with input waiting."""
+        if not self.assigned.is_set():
+            return False, "waiting for the first assignment"
         if self.stopped:
             return False, f"partitions stopped: {self.stopped}"
         waiting = any(s.since_checkpoint or s.inflight for s in self.parts.values())

@@ -76,3 +76,13 @@ async def test_a_passing_failure_is_retried_and_loses_nothing() -> None:
     reference.produce(lines())
     await reference.run()
     assert set(driver.outputs(committed_only=False)) == set(reference.outputs())
+
+
+async def test_not_ready_before_the_first_assignment_is_restored() -> None:
+    driver = RuntimeTestDriver(partitions=2)
+    runtime, _ = driver.new_runtime()
+    assert runtime.health() == (False, "waiting for the first assignment")
+    await runtime.assign([0, 1])
+    assert not runtime.health()[0], "assigned but not restored yet"
+    await runtime.step()
+    assert runtime.health() == (True, "ok")

@@ -2027,7 +2027,7 @@ class SessionGenerator:
 
 
 @dataclass(slots=True)
-class Fleet:
+class SimulatedFleet:
     """A generated fleet: its input lines (interleaved), its truth, and the texts
     with what the generator says they hold (for tests)."""
 
@@ -2058,7 +2058,7 @@ def _assign_injections(config: SimConfig, rng: random.Random) -> list[list[str]]
     return plans
 
 
-def simulate(config: SimConfig) -> Fleet:
+def simulate(config: SimConfig) -> SimulatedFleet:
     """Generate a fleet. Deterministic: the same config gives the same fleet."""
     if config.sessions < 0 or config.tenants < 1 or config.events_per_session < 12:
         raise ValueError("need sessions >= 0, tenants >= 1 and events per session >= 12")
@@ -2100,7 +2100,7 @@ def simulate(config: SimConfig) -> Fleet:
     )
     texts = [t for g in generators for t in g.texts]
     skipped = [(g.session_id, name) for g in generators for name in g.pending]
-    return Fleet(lines, truth, texts, skipped)
+    return SimulatedFleet(lines, truth, texts, skipped)
 
 
 def _interleave(generators: Sequence[SessionGenerator]) -> tuple[list[bytes], list[SessionTruth]]:

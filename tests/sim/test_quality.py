@@ -16,7 +16,7 @@ from streams.cli import sim_cli
 from streams.cli.replay import replay
 from streams.engine.driver import EngineDriver
 from streams.sim.quality import QualityReport, evaluate, read_outputs
-from streams.sim.simulator import Fleet, SimConfig, simulate
+from streams.sim.simulator import SimConfig, SimulatedFleet, simulate
 
 ALL_KINDS = {
     "SCORE_PROVENANCE_GAP",
@@ -36,24 +36,24 @@ ALL_KINDS = {
 }
 
 
-def run_engine(fleet: Fleet) -> list[dict[str, Any]]:
+def run_engine(fleet: SimulatedFleet) -> list[dict[str, Any]]:
     driver = EngineDriver()
     driver.pipe(fleet.lines)
     return [orjson.loads(encode_output(o)) for o in driver.outputs]
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Fleet:
+def fleet() -> SimulatedFleet:
     return simulate(SimConfig(sessions=30, seed=7, fault_rate=0.6))
 
 
 @pytest.fixture(scope="module")
-def outputs(fleet: Fleet) -> list[dict[str, Any]]:
+def outputs(fleet: SimulatedFleet) -> list[dict[str, Any]]:
     return run_engine(fleet)
 
 
 @pytest.fixture(scope="module")
-def report(fleet: Fleet, outputs: list[dict[str, Any]]) -> QualityReport:
+def report(fleet: SimulatedFleet, outputs: list[dict[str, Any]]) -> QualityReport:
     return evaluate(fleet.truth, outputs)
 
 
@@ -100,7 +100,9 @@ def test_the_gate_evicts_less_in_referent_dense_sessions(report: QualityReport) 
     assert healthy.frozen == 0 and healthy.committed + healthy.pinned == healthy.requested
 
 
-def test_quality_notices_a_broken_engine(fleet: Fleet, outputs: list[dict[str, Any]]) -> None:
+def test_quality_notices_a_broken_engine(
+    fleet: SimulatedFleet, outputs: list[dict[str, Any]]
+) -> None:
     """The figures move when the outputs are wrong: these checks can fail."""
     healthy = next(s for s in fleet.truth.sessions if s.healthy)
     needed = next(e for s in fleet.truth.sessions for e in s.evictions if e.needed)

@@ -17,8 +17,8 @@ from rich.table import Table
 from streams.sim.quality import evaluate, read_outputs, render
 from streams.sim.simulator import (
     INJECTIONS,
-    Fleet,
     SimConfig,
+    SimulatedFleet,
     parse_fault_mix,
     truth_path_for,
 )
@@ -125,7 +125,7 @@ def simulate(
         _summary(fleet, destination, truth_path, elapsed)
 
 
-def _publish(fleet: Fleet, config: Path | None, rate: float | None) -> int:
+def _publish(fleet: SimulatedFleet, config: Path | None, rate: float | None) -> int:
     # Imported here: a file-only run needs neither aiokafka nor a broker.
     from streams.client.kafka_io import bootstrap_servers, produce_lines
     from streams.client.topics import ensure_topics
@@ -150,7 +150,7 @@ def _publish(fleet: Fleet, config: Path | None, rate: float | None) -> int:
         raise typer.Exit(1) from exc
 
 
-def _summary(fleet: Fleet, destination: str, truth_path: Path, elapsed: float) -> None:
+def _summary(fleet: SimulatedFleet, destination: str, truth_path: Path, elapsed: float) -> None:
     summary = fleet.truth.summary()
     table = Table(title="Simulated fleet")
     table.add_column("figure")

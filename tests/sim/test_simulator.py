@@ -19,8 +19,8 @@ from schemas import INPUT_ADAPTER, FaultKind
 from streams.engine.referents import extract
 from streams.sim.simulator import (
     INJECTIONS,
-    Fleet,
     SimConfig,
+    SimulatedFleet,
     compose,
     parse_fault_mix,
     simulate,
@@ -33,11 +33,11 @@ CONFIG = SimConfig(sessions=30, seed=7, fault_rate=0.6)
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Fleet:
+def fleet() -> SimulatedFleet:
     return simulate(CONFIG)
 
 
-def test_same_seed_same_bytes_other_seed_other_bytes(fleet: Fleet) -> None:
+def test_same_seed_same_bytes_other_seed_other_bytes(fleet: SimulatedFleet) -> None:
     again = simulate(CONFIG)
     assert again.lines == fleet.lines
     assert again.truth.to_json() == fleet.truth.to_json()
@@ -64,7 +64,7 @@ def test_bytes_do_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
     assert len(runs[0]) > 10_000
 
 
-def test_every_injection_is_placed_and_recorded(fleet: Fleet) -> None:
+def test_every_injection_is_placed_and_recorded(fleet: SimulatedFleet) -> None:
     assert fleet.skipped == []
     truth = fleet.truth
     placed = {name for s in truth.sessions for name in s.injections}
@@ -90,7 +90,7 @@ def _identity(line: bytes) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def test_seq_is_contiguous_per_session_except_injected_gaps(fleet: Fleet) -> None:
+def test_seq_is_contiguous_per_session_except_injected_gaps(fleet: SimulatedFleet) -> None:
     gaps = {
         f.at_event_id for s in fleet.truth.sessions for f in s.faults if f.kind == "SEQUENCE_GAP"
     }
@@ -114,7 +114,7 @@ def test_seq_is_contiguous_per_session_except_injected_gaps(fleet: Fleet) -> Non
     assert seen_gaps == gaps
 
 
-def test_every_line_but_the_malformed_ones_validates(fleet: Fleet) -> None:
+def test_every_line_but_the_malformed_ones_validates(fleet: SimulatedFleet) -> None:
     truth = fleet.truth
     malformed = {d.line: d.reason for s in truth.sessions for d in s.deadletters}
     assert malformed and all(line >= 0 for line in malformed)
@@ -130,7 +130,7 @@ def test_every_line_but_the_malformed_ones_validates(fleet: Fleet) -> None:
                 INPUT_ADAPTER.validate_json(line)
 
 
-def test_sessions_are_interleaved_but_each_in_order(fleet: Fleet) -> None:
+def test_sessions_are_interleaved_but_each_in_order(fleet: SimulatedFleet) -> None:
     order = [str(d["session_id"]) for line in fleet.lines if (d := _identity(line))]
     switches = sum(1 for a, b in pairwise(order) if a != b)
     assert switches > len(fleet.truth.sessions) * 5
@@ -142,7 +142,7 @@ def test_sessions_are_interleaved_but_each_in_order(fleet: Fleet) -> None:
     assert all(seqs == sorted(seqs) for seqs in per_session.values())
 
 
-def test_texts_hold_exactly_what_the_generator_says(fleet: Fleet) -> None:
+def test_texts_hold_exactly_what_the_generator_says(fleet: SimulatedFleet) -> None:
     """The truth rests on the generator knowing each text's referents: the
     contract's extractor must find exactly those, nothing more (no false
     positives to make healthy sessions noisy)."""
@@ -192,7 +192,7 @@ def test_fault_mix_and_rate_are_obeyed() -> None:
     assert all(s.healthy for s in none.truth.sessions)
 
 
-def test_truth_file_round_trips(fleet: Fleet, tmp_path: Path) -> None:
+def test_truth_file_round_trips(fleet: SimulatedFleet, tmp_path: Path) -> None:
     path = tmp_path / "sim.truth.json"
     path.write_bytes(fleet.truth.to_json())
     loaded = FleetTruth.load(path)
@@ -207,7 +207,9 @@ def test_truth_file_round_trips(fleet: Fleet, tmp_path: Path) -> None:
     assert truth_path_for("trace") == "trace.truth.json"
 
 
-def test_eviction_truth_counts_spans_a_naive_pruner_would_have_destroyed(fleet: Fleet) -> None:
+def test_eviction_truth_counts_spans_a_naive_pruner_would_have_destroyed(
+    fleet: SimulatedFleet,
+) -> None:
     requests = [e for s in fleet.truth.sessions for e in s.evictions]
     assert {e.mode for e in requests} == {"threshold", "keep_top_k", "candidates"}
     assert {e.basis for e in requests} == {"score", "recency"}

@@ -39,7 +39,7 @@ from schemas import FleetAlert
 from schemas.codec import encode_output
 from streams.fleet.combiner import Partial
 from streams.fleet.evaluator import FleetEvaluator, Outcome
-from streams.runtime.errors import FencedError
+from streams.runtime.errors import FencedError, retry_until_done
 from streams.runtime.ports import Ack, PartitionWriter, Transport
 from streams.runtime.records import InputRecord, OutRecord, latest_per_key
 
@@ -158,17 +158,12 @@ class FleetAggregator:
         return {t for part in self.parts.values() for t in part.tenants}
 
     async def _open_until_ready(self, partition: int) -> None:
-        delay = self._backoff[0]
-        while True:
-            try:
-                self.parts[partition] = await self._open(partition)
-                return
-            except FencedError:
-                raise
-            except Exception as exc:
-                log.warning("fleet: opening partition %d failed (%r); retrying", partition, exc)
-                await self._sleep(delay)
-                delay = min(max(delay, 0.01) * 2, self._backoff[1])
+        self.parts[partition] = await retry_until_done(
+            lambda: self._open(partition),
+            f"fleet: opening partition {partition}",
+            self._backoff,
+            self._sleep,
+        )
 
     async def _open(self, partition: int) -> _Owned:
         writer = await self._io(self.transport.open_partition(partition))

@@ -41,7 +41,7 @@ from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine
 from streams.engine.state import SessionState
 from streams.runtime.config import RuntimeConfig
-from streams.runtime.errors import FencedError, retriable
+from streams.runtime.errors import FencedError, retriable, retry_until_done
 from streams.runtime.partition import PartitionState
 from streams.runtime.ports import Ack, FleetHook, Transport
 from streams.runtime.records import InputRecord, OutRecord, latest_per_key
@@ -228,17 +228,12 @@ class Runtime:
         return (committed or 0) == state.committed == state.next_offset
 
     async def _open_until_ready(self, partition: int) -> None:
-        delay = self.config.retry_backoff[0]
-        while True:
-            try:
-                self.parts[partition] = await self._open(partition)
-                return
-            except FencedError:
-                raise
-            except Exception as exc:
-                log.warning("spanguard: opening partition %d failed (%r); retrying", partition, exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, self.config.retry_backoff[1])
+        self.parts[partition] = await retry_until_done(
+            lambda: self._open(partition),
+            f"spanguard: opening partition {partition}",
+            self.config.retry_backoff,
+            self._sleep,
+        )
 
     async def _open(self, partition: int) -> PartitionState:
         started = time.perf_counter()

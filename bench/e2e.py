@@ -424,6 +424,27 @@ def restore(bench: Bench, sessions: int, spans: int) -> dict[str, Any]:
     }
 
 
+def verdicts(results: dict[str, Any]) -> list[str]:
+    """Each of issue 9's targets against its figure, met or not."""
+    ratios = results["throughput"]["ratio_to_passthrough"]
+    shipped = results["throughput"]["workers"][0]
+    rows = [
+        ("worker / passthrough", ratios["shipped"], ">=", 0.20),
+        ("runtime alone / passthrough", ratios["runtime-alone"], ">=", 0.5),
+        ("state records per event", shipped["state_records_per_event"], "<=", 2.5),
+        ("garbage mix / clean stream", results["garbage_mix"]["ratio"], ">=", 0.8),
+    ]
+    for row in results["latency"]:
+        if row["guarantee"] == "at_least_once":
+            limit = 50.0 if row["rate"] == 1000.0 else 250.0
+            rows.append((f"gate p99 ms at {row['rate']:.0f} events/s", row["p99_ms"], "<=", limit))
+    return [
+        f"{name}: {value} (target {op} {target}: "
+        f"{'met' if (value >= target if op == '>=' else value <= target) else 'NOT met'})"
+        for name, value, op, target in rows
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -476,6 +497,9 @@ def main() -> None:
             print(json.dumps(results["restore"], indent=2))
     finally:
         shutil.rmtree(home, ignore_errors=True)
+    results["targets"] = verdicts(results)
+    for line in results["targets"]:
+        print(line)
     RESULTS.mkdir(exist_ok=True)
     name = "e2e-quick.json" if args.quick else "e2e.json"
     (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")

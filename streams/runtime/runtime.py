@@ -72,7 +72,6 @@ class RuntimeStats:
     send_failures: int = 0
     crashes: int = 0
     last_progress: float = field(default_factory=time.monotonic)
-    restore_seconds: list[float] = field(default_factory=list)
 
 
 class Runtime:
@@ -252,7 +251,6 @@ class Runtime:
         self.transport.seek(partition, committed)
         self.stats.restores += 1
         self.stats.restored_sessions += restored
-        self.stats.restore_seconds.append(time.perf_counter() - started)
         log.info(
             "spanguard: partition %d restored: %d session(s) from %d changelog record(s) "
             "in %.2fs, resuming at offset %d",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, Protocol
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -71,6 +71,44 @@ def check_raise(outcome: CompactionOutcome, raise_on: Collection[FaultKind]) -> 
 
 
 Proposal = dict[str, Any] | None
+
+
+class GateConfig(Protocol):
+    """What :func:`gate_messages` reads from an adapter."""
+
+    session: Session
+    veto_on: frozenset[FaultKind]
+    carry_scores: bool
+    raise_on: frozenset[FaultKind]
+    token_counter: TokenCounter | None
+    timeout: float | None
+    outcomes: list[CompactionOutcome]
+
+
+async def gate_messages(
+    adapter: GateConfig,
+    messages: Sequence[BaseMessage],
+    before: list[Message],
+    proposed: Sequence[BaseMessage],
+) -> tuple[CompactionOutcome, list[BaseMessage] | None]:
+    """Gate a compaction of LangChain messages (shared by the LangChain middleware and
+    the LangGraph hook): the outcome, recorded and raised on as the adapter says, and
+    the messages to write back when the compaction is applied (None: keep ``messages``)."""
+    outcome = await gate_compaction(
+        adapter.session,
+        before,
+        to_messages(proposed, adapter.token_counter),
+        veto_on=adapter.veto_on,
+        carry_scores=adapter.carry_scores,
+        partners=tool_partners(messages),
+        timeout=adapter.timeout,
+    )
+    adapter.outcomes.append(outcome)
+    check_raise(outcome, adapter.raise_on)
+    if not outcome.applied:
+        return outcome, None
+    by_id = {m.id: m for m in (*messages, *proposed)}
+    return outcome, replace_all([by_id[m.id] for m in outcome.messages])
 
 
 class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any]):
@@ -130,23 +168,12 @@ class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any]):
             await self.session.observe(before)
             return proposal
         proposed = apply_update(messages, proposal["messages"])
-        outcome = await gate_compaction(
-            self.session,
-            before,
-            to_messages(proposed, self.token_counter),
-            veto_on=self.veto_on,
-            carry_scores=self.carry_scores,
-            partners=tool_partners(messages),
-            timeout=self.timeout,
-        )
-        self.outcomes.append(outcome)
-        check_raise(outcome, self.raise_on)
+        outcome, kept = await gate_messages(self, messages, before, proposed)
         update = {k: v for k, v in proposal.items() if k != "messages"}
         if outcome.faults:
             update[FAULTS_KEY] = fault_records(outcome)
-        if outcome.applied:
-            by_id = {m.id: m for m in (*messages, *proposed)}
-            update["messages"] = replace_all([by_id[m.id] for m in outcome.messages])
+        if kept is not None:
+            update["messages"] = kept
         return update or None
 
     # -- reporting every model call ----------------------------------------------

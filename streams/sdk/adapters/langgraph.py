@@ -26,10 +26,10 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import MessagesState
 
 from schemas import FaultKind
-from streams.sdk.adapters.langchain import check_raise, fault_records
-from streams.sdk.adapters.lc_messages import replace_all, to_messages, tool_partners
+from streams.sdk.adapters.langchain import fault_records, gate_messages
+from streams.sdk.adapters.lc_messages import to_messages
 from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
-from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome, gate_compaction
+from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome
 from streams.sdk.messages import TokenCounter
 
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
@@ -87,24 +87,12 @@ class SpanguardHook:
         if proposal is None:
             await self.session.observe(before)
             return {}
-        proposed = list(proposal)
-        outcome = await gate_compaction(
-            self.session,
-            before,
-            to_messages(proposed, self.token_counter),
-            veto_on=self.veto_on,
-            carry_scores=self.carry_scores,
-            partners=tool_partners(messages),
-            timeout=self.timeout,
-        )
-        self.outcomes.append(outcome)
-        check_raise(outcome, self.raise_on)
+        outcome, kept = await gate_messages(self, messages, before, list(proposal))
         update: dict[str, Any] = {}
         if outcome.faults and self.faults_key:
             update[self.faults_key] = fault_records(outcome)
-        if outcome.applied:
-            by_id = {m.id: m for m in (*messages, *proposed)}
-            update["messages"] = replace_all([by_id[m.id] for m in outcome.messages])
+        if kept is not None:
+            update["messages"] = kept
         return update
 
 

@@ -39,9 +39,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from bench.e2e import Bench
 from schemas import ID_FIELD, OUTPUT_SUFFIXES
 from schemas.codec import encode_output
-from streams.client.kafka_io import OutputReader, produce_lines
+from streams.app.processes import WorkerProcess, spawn_worker
 from streams.engine.engine import Engine, Source
-from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.kafka_io.traces import OutputReader, produce_lines
 from streams.sim.simulator import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -127,7 +127,7 @@ def worker_env(
 
 def run_chaos(bootstrap: str, plan: ChaosPlan, home: Path, prefix: str) -> ChaosResult:
     """One chaos run on the broker at ``bootstrap`` (topics under ``prefix``)."""
-    from streams.client.topics import ensure_topics
+    from streams.kafka_io.topics import ensure_topics
     from streams.settings import load_settings
 
     started = time.monotonic()

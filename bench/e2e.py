@@ -38,14 +38,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.fuzz import garbage_mix
 from schemas import OUTPUT_SUFFIXES
+from streams.app.processes import WorkerProcess, spawn_worker
 from streams.app.topology import runtime_config
-from streams.client.kafka_io import OutputReader, produce_lines, session_key
-from streams.client.partitioning import partition_for
-from streams.client.topics import ensure_topics
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript
-from streams.kafka.broker import DEFAULT_HOME, LocalBroker, free_ports
-from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.kafka_io.partitioning import partition_for
+from streams.kafka_io.topics import ensure_topics
+from streams.kafka_io.traces import OutputReader, produce_lines, session_key
+from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from streams.runtime.config import changelog_topic
 from streams.runtime.kafka_transport import KafkaTransport
 from streams.runtime.runtime import Runtime

@@ -37,7 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.e2e import Bench
-from streams.client.kafka_io import produce_lines
+from streams.kafka_io.traces import produce_lines
 from streams.sdk import Decision, Message, Session, SpanguardClient
 from streams.sim.scenarios import demo_fleet
 

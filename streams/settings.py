@@ -21,9 +21,9 @@ from pydantic_settings import (
 )
 
 from schemas import FaultKind, Severity
-from streams.client.security import BrokerCredentials
 from streams.engine.config import DEV_SECRET, EngineSettings
 from streams.fleet.config import FleetSettings
+from streams.kafka_io.security import BrokerCredentials
 
 
 class Settings(BaseSettings):

@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 from mode import Service
 
 from schemas import FaultKind, FleetAlert, Severity
-from streams.client.kafka_io import bootstrap_servers
-from streams.client.security import aiokafka_security
 from streams.engine.config import EngineSettings
 from streams.fleet.aggregator import FleetAggregator
 from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
@@ -47,6 +45,8 @@ from streams.fleet.otel import OtlpLogExport
 from streams.fleet.recent import RecentRecords
 from streams.fleet.rules import Rule, load_rules
 from streams.fleet.session_view import session_view
+from streams.kafka_io.security import aiokafka_security
+from streams.kafka_io.traces import bootstrap_servers
 from streams.runtime.config import RuntimeConfig
 from streams.runtime.kafka_transport import KafkaTransport
 

@@ -24,8 +24,8 @@ from mode import Service
 from schemas import OUTPUT_SUFFIXES
 from streams.app.fleet import Fleet, install_fleet
 from streams.app.output import Journal, file_journal, journal_hook
-from streams.client.kafka_io import bootstrap_servers
-from streams.client.security import BrokerCredentials, aiokafka_security
+from streams.kafka_io.security import BrokerCredentials, aiokafka_security
+from streams.kafka_io.traces import bootstrap_servers
 from streams.runtime.config import RuntimeConfig, changelog_topic
 from streams.runtime.kafka_transport import KafkaTransport
 from streams.runtime.runtime import Runtime

@@ -21,11 +21,11 @@ from rich.console import Console
 
 from schemas import OUTPUT_SUFFIXES
 from schemas.codec import decode_output
+from streams.app.processes import WorkerProcess, spawn_worker
 from streams.cli.demo_lines import demo_line, in_wall_time
-from streams.client.kafka_io import OutputReader, bootstrap_servers, produce_lines
-from streams.client.topics import ensure_topics
-from streams.kafka.broker import BrokerError, LocalBroker
-from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.kafka_io.topics import ensure_topics
+from streams.kafka_io.traces import OutputReader, bootstrap_servers, produce_lines
+from streams.localbroker.broker import BrokerError, LocalBroker
 from streams.settings import load_settings
 from streams.sim.scenarios import demo_fleet
 

@@ -7,14 +7,14 @@ from typing import Annotated
 
 import typer
 
+from streams.cli.broker import kafka_app
+from streams.cli.cluster import consume, produce, worker
 from streams.cli.demo import demo
-from streams.cli.kafka_cli import consume, produce, worker
-from streams.cli.kafka_cmd import kafka_app
 from streams.cli.privacy import privacy_scan_command
 from streams.cli.replay import replay
+from streams.cli.rules import check_rules
 from streams.cli.sim_cli import quality, simulate
 from streams.fleet.metrics import build_version
-from streams.fleet.rules_cli import check_rules
 
 app = typer.Typer(
     name="spanguard",

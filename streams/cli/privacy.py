@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.cli.kafka_cli import run_on_kafka
-from streams.client.privacy import privacy_scan
+from streams.cli.cluster import run_on_kafka
+from streams.kafka_io.privacy import privacy_scan
 from streams.settings import load_settings
 
 _MAX_SHOWN = 50

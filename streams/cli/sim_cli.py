@@ -127,8 +127,8 @@ def simulate(
 
 def _publish(fleet: SimulatedFleet, config: Path | None, rate: float | None) -> int:
     # Imported here: a file-only run needs neither aiokafka nor a broker.
-    from streams.client.kafka_io import bootstrap_servers, produce_lines
-    from streams.client.topics import ensure_topics
+    from streams.kafka_io.topics import ensure_topics
+    from streams.kafka_io.traces import bootstrap_servers, produce_lines
     from streams.settings import load_settings
 
     try:

@@ -14,7 +14,7 @@ worker (the runtime's hook, the aggregator service, a timer) and
 * :mod:`~streams.fleet.aggregates`: tumbling-window counts per tenant
   (:mod:`~streams.fleet.topk`: the worst sessions in bounded memory);
 * :mod:`~streams.fleet.rules`: the alert rules file (YAML) and its three rule kinds
-  (:mod:`~streams.fleet.rules_cli`: ``spanguard check-rules``);
+  (:mod:`~streams.cli.rules`: ``spanguard check-rules``);
 * :mod:`~streams.fleet.alerts`: firing / repeat / resolve bookkeeping, ``fleet.alert`` events;
 * :mod:`~streams.fleet.evaluator`: window counts + alerts per tenant;
 * :mod:`~streams.fleet.metrics`: the Prometheus registry;

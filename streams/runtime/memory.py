@@ -17,7 +17,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.client.partitioning import partition_for
+from streams.kafka_io.partitioning import partition_for
 from streams.runtime.errors import FencedError
 from streams.runtime.records import InputRecord, OutRecord
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from schemas import OutputEvent, RejectReason
-from streams.client.kafka_io import session_key
-from streams.client.partitioning import partition_for
 from streams.engine.engine import Engine, Source
+from streams.kafka_io.partitioning import partition_for
+from streams.kafka_io.traces import session_key
 from streams.runtime.ports import FleetHook, PartitionWriter
 from streams.runtime.records import InputRecord
 

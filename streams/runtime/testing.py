@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 import orjson
 
 from schemas import ID_FIELD, OUTPUT_SUFFIXES
-from streams.client.partitioning import partition_for
 from streams.engine.config import EngineSettings
+from streams.kafka_io.partitioning import partition_for
 from streams.runtime.config import RuntimeConfig
 from streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
 from streams.runtime.ports import FleetHook

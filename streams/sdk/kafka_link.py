@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from schemas import FleetAlert, InputEvent
 from schemas.codec import decode_output
-from streams.client.kafka_io import bootstrap_servers, murmur2_partitioner
+from streams.kafka_io.traces import bootstrap_servers, murmur2_partitioner
 from streams.sdk.inbox import Inbox
 
 log = logging.getLogger(__name__)

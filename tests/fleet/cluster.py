@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from streams.client.kafka_io import OutputReader
+from streams.app.processes import WorkerProcess, spawn_worker
 from streams.fleet.config import FleetSettings
 from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.rules import parse_rules
-from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.kafka_io.traces import OutputReader
 from tests.fleet.traces import Run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ import pytest
 
 from streams.engine.engine import Engine
 from streams.fleet.metrics import FleetMetrics, engine_figures
-from streams.kafka.broker import free_ports
+from streams.localbroker.broker import free_ports
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spanguard.json"

@@ -22,7 +22,7 @@ from streams.fleet.alertmanager import (
 from streams.fleet.alerts import AlertBook, AlertState
 from streams.fleet.config import FleetSettings
 from streams.fleet.rules import Evaluation, parse_rules
-from streams.kafka.broker import free_ports
+from streams.localbroker.broker import free_ports
 from tests.fleet.monitoring_stack import alertmanager, http_json
 
 RULES = parse_rules(

@@ -187,7 +187,7 @@ async def committed_partials() -> list[tuple[bytes, bytes]]:
 
 
 def fleet_broker(partials: Sequence[tuple[bytes, bytes]], partitions: int = 3) -> MemoryBroker:
-    from streams.client.partitioning import partition_for
+    from streams.kafka_io.partitioning import partition_for
 
     broker = MemoryBroker(partitions=partitions)
     for key, value in partials:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from streams.fleet.rules_cli import check_rules
+from streams.cli.rules import check_rules
 from tests.fleet.monitoring_stack import exposed_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -21,9 +21,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import IntegrityFault
-from streams.client.kafka_io import produce_lines
-from streams.kafka.broker import free_ports
-from streams.kafka.workers import WorkerProcess
+from streams.app.processes import WorkerProcess
+from streams.kafka_io.traces import produce_lines
+from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     ROOT,

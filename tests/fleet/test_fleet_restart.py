@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.client.kafka_io import produce_lines
-from streams.kafka.broker import free_ports
+from streams.kafka_io.traces import produce_lines
+from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     WebhookReceiver,

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from schemas import EvictionDecided, IntegrityFault, SpanPinned
 from streams.engine.engine import Engine, Source
 from streams.fleet.otel import OtlpLogExport, log_record, logs_endpoint
-from streams.kafka.broker import free_ports
+from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka.broker import DEFAULT_HOME, LocalBroker, free_ports
+from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from tests.kafka.worker_process import Pipeline
 
 KAFKA_DIR = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ from aiokafka.structs import ConsumerRecord
 from typer.testing import CliRunner
 
 from streams.cli.main import app
-from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_port, free_ports
+from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_port, free_ports
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"  # the jars every test broker shares (see conftest.py)
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``

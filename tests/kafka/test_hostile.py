@@ -10,9 +10,9 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from bench.fuzz import garbage_mix
-from streams.client.kafka_io import session_key
-from streams.client.partitioning import partition_for
-from streams.kafka.broker import LocalBroker, free_ports
+from streams.kafka_io.partitioning import partition_for
+from streams.kafka_io.traces import session_key
+from streams.localbroker.broker import LocalBroker, free_ports
 from streams.sim.scenarios import broken, demo_fleet
 from tests.kafka.conftest import SHARED_LIB_DIR
 from tests.kafka.worker_process import Pipeline, has_ids, identities, identity, replay_outputs

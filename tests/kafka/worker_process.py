@@ -16,10 +16,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from schemas import ID_FIELD, OUTPUT_SUFFIXES
 from schemas.codec import encode_output
-from streams.client.kafka_io import OutputReader, produce_lines
+from streams.app.processes import WorkerProcess, spawn_worker
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript, interleave
-from streams.kafka.workers import WorkerProcess, spawn_worker
+from streams.kafka_io.traces import OutputReader, produce_lines
 from streams.sim.scenarios import broken, demo_fleet, healthy
 from tests.engine.scripts import build
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.kafka.broker import DEFAULT_HOME, LocalBroker, SaslSslListener, free_ports
-from streams.kafka.certs import make_test_certificates
+from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, SaslSslListener, free_ports
+from streams.localbroker.certs import make_test_certificates
 from tests.reliability.secure_broker import SecureBroker
 
 

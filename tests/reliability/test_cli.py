@@ -14,7 +14,7 @@ from schemas.codec import decode_output
 from streams.cli.demo_lines import demo_line
 from streams.cli.main import app
 from streams.cli.summary import OutputSummary
-from streams.kafka.broker import free_port
+from streams.localbroker.broker import free_port
 
 runner = CliRunner()
 

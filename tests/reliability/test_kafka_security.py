@@ -18,16 +18,16 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from streams.cli.main import app
-from streams.client.connection import diagnose_connection
-from streams.client.kafka_io import OutputReader, OutputRecord, produce_lines
-from streams.client.security import (
+from streams.kafka_io.connection import diagnose_connection
+from streams.kafka_io.security import (
     BrokerCredentials,
     CredentialsError,
     aiokafka_security,
     describe_security,
 )
-from streams.client.topics import ensure_topics
-from streams.kafka.certs import make_test_certificates
+from streams.kafka_io.topics import ensure_topics
+from streams.kafka_io.traces import OutputReader, OutputRecord, produce_lines
+from streams.localbroker.certs import make_test_certificates
 from streams.settings import Settings, load_settings
 from tests.reliability.secure_broker import SecureBroker
 

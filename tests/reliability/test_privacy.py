@@ -21,15 +21,15 @@ from typer.testing import CliRunner
 from schemas import OUTPUT_SUFFIXES
 from schemas.codec import encode_output
 from streams.cli.main import app
-from streams.client.privacy import (
+from streams.engine.config import EngineSettings
+from streams.engine.engine import Engine, Source
+from streams.kafka_io.privacy import (
     needles_from_trace,
     privacy_scan,
     scan_directory,
     scanned_topics,
 )
-from streams.client.topics import ensure_topics
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
+from streams.kafka_io.topics import ensure_topics
 from streams.settings import Settings
 from streams.sim.simulator import SimConfig, simulate
 from tests.reliability.secure_broker import SecureBroker

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.client.privacy import PrivacyReport, privacy_scan
+from streams.kafka_io.privacy import PrivacyReport, privacy_scan
 from streams.settings import Settings
 from streams.sim.simulator import SimConfig, simulate
 from tests.kafka.worker_process import Pipeline

@@ -13,9 +13,9 @@ from aiokafka.errors import MessageSizeTooLargeError
 
 from schemas import EventRejected, RejectReason
 from schemas.codec import encode_output
-from streams.client.kafka_io import produce_lines
-from streams.client.topics import contract_topics, ensure_topics, max_record_bytes
 from streams.engine.engine import Engine, Source
+from streams.kafka_io.topics import contract_topics, ensure_topics, max_record_bytes
+from streams.kafka_io.traces import produce_lines
 from streams.settings import Settings
 from tests.reliability.secure_broker import SecureBroker
 

@@ -21,7 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from schemas import TOPIC_OF, Action
 from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
-from streams.kafka.broker import DEFAULT_HOME
+from streams.localbroker.broker import DEFAULT_HOME
 from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
 from streams.sdk.kafka_link import SESSION_OUTPUTS
 from tests.kafka.worker_process import Pipeline

@@ -280,8 +280,8 @@ def test_simulate_to_stdout(tmp_path: Path) -> None:
 def test_simulate_publishes_to_kafka_and_still_writes_the_truth(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.client.kafka_io as kafka_io
-    import streams.client.topics as topics
+    import streams.kafka_io.topics as topics
+    import streams.kafka_io.traces as kafka_io
 
     sent: dict[str, Any] = {}
 

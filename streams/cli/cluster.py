@@ -18,10 +18,10 @@ from schemas import OUTPUT_SUFFIXES
 from schemas.codec import decode_output
 from streams.cli.demo_lines import demo_line
 from streams.cli.summary import OutputSummary
-from streams.client.connection import diagnose_connection, redact
-from streams.client.kafka_io import bootstrap_servers, produce_lines, read_outputs
-from streams.client.security import CredentialsError, aiokafka_security
-from streams.client.topics import ensure_topics, max_record_bytes
+from streams.kafka_io.connection import diagnose_connection, redact
+from streams.kafka_io.security import CredentialsError, aiokafka_security
+from streams.kafka_io.topics import ensure_topics, max_record_bytes
+from streams.kafka_io.traces import bootstrap_servers, produce_lines, read_outputs
 from streams.settings import Settings, load_settings
 
 _T = TypeVar("_T")
@@ -107,7 +107,7 @@ def worker(
     settings = _settings(config)
     run_on_kafka(settings, lambda: ensure_topics(settings))
     if processes > 1:
-        from streams.kafka.workers import run_processes
+        from streams.app.processes import run_processes
 
         raise typer.Exit(run_processes(processes, settings, loglevel, config))
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level

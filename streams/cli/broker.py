@@ -18,9 +18,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.client.kafka_io import bootstrap_servers
-from streams.kafka.broker import DEFAULT_HOME, BrokerError, LocalBroker, SaslSslListener
-from streams.kafka.certs import CertificateError, make_test_certificates
+from streams.kafka_io.traces import bootstrap_servers
+from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, SaslSslListener
+from streams.localbroker.certs import CertificateError, make_test_certificates
 from streams.settings import load_settings
 
 kafka_app = typer.Typer(

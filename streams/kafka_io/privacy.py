@@ -33,8 +33,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.client.security import aiokafka_security
 from streams.engine.referents import extract
+from streams.kafka_io.security import aiokafka_security
 
 __all__ = [
     "MIN_TEXT_CHARS",
@@ -360,7 +360,7 @@ async def privacy_scan(
     topic prefix and app id say where to look. Call it after a worker has processed
     ``trace_lines``; ``report.clean`` is the verdict.
     """
-    from streams.client.kafka_io import bootstrap_servers
+    from streams.kafka_io.traces import bootstrap_servers
 
     needles = needles_from_trace(trace_lines)
     report = PrivacyReport(needles)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.kafka.broker import die_with_parent
+from streams.localbroker.broker import die_with_parent
 from streams.settings import Settings
 
 READY = b"Worker]: Ready"

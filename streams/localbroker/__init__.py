@@ -1,6 +1,6 @@
 """Run a local single-node Apache Kafka broker (KRaft) for development and tests."""
 
-from streams.kafka.broker import (
+from streams.localbroker.broker import (
     DEFAULT_HOME,
     PROJECT_ROOT,
     BrokerError,

@@ -15,7 +15,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
-from streams.client.partitioning import partition_for
+from streams.kafka_io.partitioning import partition_for
 
 
 def bootstrap_servers(broker: str) -> str:
@@ -82,7 +82,7 @@ async def produce_lines(
     The producer is idempotent with one request in flight per connection, so the
     order of a session's events on its partition is the order of ``lines``.
     ``rate`` limits records per second (None: as fast as possible). ``security``:
-    the connection's TLS/SASL kwargs (:func:`streams.client.security.aiokafka_security`).
+    the connection's TLS/SASL kwargs (:func:`streams.kafka_io.security.aiokafka_security`).
     ``max_request_size``: the largest record sent (see ``topics.max_record_bytes``).
     """
     producer = AIOKafkaProducer(
@@ -121,7 +121,7 @@ def murmur2_partitioner(
     """aiokafka partitioner: a keyed record goes where Java's default partitioner puts it.
 
     Stated explicitly (it is also aiokafka's default) because the worker refuses
-    records that are not on :func:`~streams.client.partitioning.partition_for`'s
+    records that are not on :func:`~streams.kafka_io.partitioning.partition_for`'s
     partition. A keyless record (no session found) goes to any partition.
     """
     if key is None:

@@ -8,8 +8,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from schemas import OUTPUT_SUFFIXES
-from streams.client.kafka_io import bootstrap_servers
-from streams.client.security import aiokafka_security
+from streams.kafka_io.security import aiokafka_security
+from streams.kafka_io.traces import bootstrap_servers
 from streams.settings import Settings
 
 #: Room for a record's envelope beside its value (key, headers, batch header).

@@ -254,7 +254,7 @@ async def runtime_alone(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
     runtime = Runtime(
         transport.config,
         transport,
-        load_settings().engine_settings(),
+        load_settings().engine,
         engine_factory=lambda _: ReplayedEngine(script),
     )
     await transport.start(runtime.assign, runtime.revoke)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,8 +21,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from schemas import FaultKind, Severity
-from streams.engine.config import DEV_SECRET, EngineSettings
+from streams.engine.config import EngineSettings
 from streams.fleet.config import FleetSettings
 from streams.kafka_io.security import BrokerCredentials
 
@@ -29,7 +29,9 @@ from streams.kafka_io.security import BrokerCredentials
 class Settings(BaseSettings):
     """Every setting of a spanguard deployment."""
 
-    model_config = SettingsConfigDict(env_prefix="SPANGUARD_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="SPANGUARD_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
 
     # Kafka
     broker: str = Field("kafka://127.0.0.1:9092", description="bootstrap servers (Faust URL form)")
@@ -40,7 +42,10 @@ class Settings(BaseSettings):
         "at_least_once", description="exactly_once uses Kafka transactions"
     )
     app_id: str = Field("spanguard", description="consumer group and changelog topic prefix")
-    data_dir: Path = Field(Path(".spanguard"), description="worker state directory (RocksDB)")
+    data_dir: Path = Field(
+        Path(".spanguard"),
+        description="the Faust worker's own data directory (state lives in the changelog)",
+    )
     session_timeout: float = Field(
         10.0,
         gt=0,
@@ -84,42 +89,9 @@ class Settings(BaseSettings):
     web_host: str = Field("127.0.0.1", description="address the worker's web server binds")
     web_port: int = Field(6066, ge=1, le=65535, description="port of /metrics, API, dashboard")
     api_token: SecretStr | None = Field(None, description="bearer token for the API, if set")
-    # engine
-    secret: SecretStr = Field(SecretStr(DEV_SECRET), description="key-hashing secret")
-    drift_tolerance: float = Field(
-        0.05, ge=0, description="relative rise of mean relevance that counts as drift"
-    )
-    protect_lineage: bool = Field(
-        False, description="refuse (LINEAGE) evicting spans a live span cites in derived_from"
-    )
-    poisoned: Literal["drop", "flag"] = Field(
-        "drop", description="poisoned spans: drop at the next decision, or only flag"
-    )
-    stall_after: int = Field(3, ge=1, description="FREEZEs in a row that raise PRUNING_STALLED")
-    balloon_ratio: float = Field(
-        1.0, ge=0, description="SUMMARY_BALLOONING above this x the rewritten span's sources"
-    )
-    min_summary_tokens: int = Field(
-        3, ge=0, description="EMPTY_SUMMARY below this many tokens (with enough parent tokens)"
-    )
-    empty_summary_parent_factor: int = Field(
-        25, ge=1, description="EMPTY_SUMMARY needs parents with this x min_summary_tokens"
-    )
-    dedup_window: int = Field(10_000, ge=0, description="accepted event ids remembered per session")
-    max_event_bytes: int = Field(1 << 20, ge=1024, description="larger input records are TOO_LARGE")
-    dead_letter_raw_limit: int = Field(
-        64 * 1024,
-        ge=1024,
-        le=192 * 1024,
-        description="bytes of a rejected input (and its key, headers) kept in its dead letter",
-    )
-    emit_surfaces: bool = Field(
-        False, description="keep mention surfaces (span text) in state and pins"
-    )
-    clear_keys: bool = Field(False, description="store and emit referent keys unhashed")
-    hash_types: bool = Field(False, description="hash referent types too")
-    severities: dict[FaultKind, Severity] = Field(
-        default_factory=dict, description="severity overrides per fault kind"
+    engine: EngineSettings = Field(
+        default_factory=EngineSettings,
+        description="the integrity rules: secret, tolerances, severities (table below)",
     )
 
     @classmethod
@@ -134,26 +106,6 @@ class Settings(BaseSettings):
         """Arguments, then environment, then the TOML file."""
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
-    def engine_settings(self) -> EngineSettings:
-        """The engine's part of the settings."""
-        return EngineSettings(
-            drift_tolerance=self.drift_tolerance,
-            severities=self.severities,
-            protect_lineage=self.protect_lineage,
-            poisoned=self.poisoned,
-            stall_after=self.stall_after,
-            balloon_ratio=self.balloon_ratio,
-            min_summary_tokens=self.min_summary_tokens,
-            empty_summary_parent_factor=self.empty_summary_parent_factor,
-            dedup_window=self.dedup_window,
-            max_event_bytes=self.max_event_bytes,
-            dead_letter_raw_limit=self.dead_letter_raw_limit,
-            emit_surfaces=self.emit_surfaces,
-            clear_keys=self.clear_keys,
-            hash_types=self.hash_types,
-            secret=self.secret,
-        )
-
     def topic(self, suffix: str) -> str:
         """The full name of a contract topic (``events``, ``faults``, ...)."""
         return f"{self.topic_prefix}.{suffix}"
@@ -167,8 +119,33 @@ def _config_file() -> Path | None:
     return local if local.exists() else None
 
 
+#: Engine settings that were top-level (``SPANGUARD_SECRET``, ...) before 0.2. A leftover
+#: must fail loudly: read silently as nothing, it would put the development secret in
+#: production.
+_MOVED_TO_ENGINE = frozenset(EngineSettings.model_fields) - frozenset(Settings.model_fields)
+
+
+def _moved_variables() -> list[str]:
+    present = {name.upper() for name in os.environ}
+    return [
+        f"SPANGUARD_{name.upper()} is now SPANGUARD_ENGINE__{name.upper()}"
+        for name in sorted(_MOVED_TO_ENGINE)
+        if f"SPANGUARD_{name.upper()}" in present
+    ]
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "settings"
+    if error["type"] == "extra_forbidden" and where in _MOVED_TO_ENGINE:
+        return f"{where}: moved to the [engine] table (engine.{where})"
+    return f"{where}: {error['msg']}"
+
+
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     """Load settings; raises ``ValueError`` with a readable message when invalid."""
+    moved = _moved_variables()
+    if moved:
+        raise ValueError("renamed settings in the environment: " + "; ".join(moved))
     path = config or _config_file()
     if path is not None and not path.is_file():
         raise ValueError(f"settings file {path} does not exist")
@@ -179,12 +156,20 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     try:
         return FileSettings(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(_problem(e) for e in exc.errors())
         raise ValueError(f"invalid settings: {problems}") from exc
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read settings file {path}: {exc}") from exc
+
+
+def _row(variable: str, field: FieldInfo, secret_name: str) -> str:
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, SecretStr):
+        default = "(development secret)" if secret_name == "secret" else "(unset)"
+    shown = "" if default is None else f"`{default}`"
+    if isinstance(default, BaseModel):
+        shown = "see docs/monitoring.md"
+    return f"| `{variable}` | {shown} | {field.description or ''} |"
 
 
 def settings_markdown() -> str:
@@ -196,20 +181,37 @@ def settings_markdown() -> str:
         "",
         "Every setting comes from the environment (`SPANGUARD_<NAME>`), or from a TOML",
         "file (`--config`, `$SPANGUARD_CONFIG`, or `./spanguard.toml`) with the same",
-        "names in lower case. Environment wins over the file. Dict settings take JSON",
-        'in the environment, e.g. `SPANGUARD_SEVERITIES=\'{"STALE_SCORE": "critical"}\'`.',
+        "names in lower case. Environment wins over the file. A nested setting is",
+        "`SPANGUARD_<GROUP>__<NAME>` in the environment and `<name>` in the file's",
+        "`[<group>]` table; a whole group also takes JSON, e.g.",
+        "`SPANGUARD_FLEET='{\"enabled\": false}'`. Dict settings take JSON, e.g.",
+        '`SPANGUARD_ENGINE__SEVERITIES=\'{"STALE_SCORE": "critical"}\'`.',
         "",
         "| environment | default | meaning |",
         "| --- | --- | --- |",
     ]
     for name, field in Settings.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, SecretStr):
-            default = "(development secret)" if name == "secret" else "(unset)"
-        shown = "" if default is None else f"`{default}`"
-        if isinstance(default, BaseModel):
-            shown = "see docs/monitoring.md"
-        rows.append(f"| `SPANGUARD_{name.upper()}` | {shown} | {field.description or ''} |")
+        if name != "engine":
+            rows.append(_row(f"SPANGUARD_{name.upper()}", field, name))
+    rows += [
+        "",
+        "## The integrity rules (`[engine]`)",
+        "",
+        "| environment | default | meaning |",
+        "| --- | --- | --- |",
+    ]
+    for name, field in EngineSettings.model_fields.items():
+        rows.append(_row(f"SPANGUARD_ENGINE__{name.upper()}", field, name))
+    rows += [
+        "",
+        "## Upgrading from 0.1",
+        "",
+        "The integrity rules' settings moved from the top level into `engine`:",
+        "`SPANGUARD_SECRET` is now `SPANGUARD_ENGINE__SECRET`, a file's `secret = ...`",
+        "goes under `[engine]`, and so on for every row of the table above. A setting",
+        "left under its old name stops the worker with a message naming the new one;",
+        "it is never ignored (the development secret would take its place).",
+    ]
     return "\n".join(rows) + "\n"
 
 

@@ -232,7 +232,7 @@ def install_fleet(
     metrics = FleetMetrics(
         fleet_settings.max_tenant_labels,
         engine_figures(runtime.engines),
-        severities=_severities(conf.engine_settings()),
+        severities=_severities(conf.engine),
         rules=[(rule.name, rule.alert_severity.value) for rule in fleet_rules],
     )
     recent = RecentRecords(fleet_settings.ring_size, fleet_settings.ring_sessions)

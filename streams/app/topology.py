@@ -173,7 +173,7 @@ def build_topology(settings: Settings, journal: Journal | None = None) -> Topolo
         session_timeout=settings.session_timeout,
         client_options=aiokafka_security(settings.broker_credentials),
     )
-    runtime = Runtime(config, transport, settings.engine_settings())
+    runtime = Runtime(config, transport, settings.engine)
     if journal is None and settings.ack_journal is not None:
         journal = file_journal(settings.ack_journal)
     if journal is not None:

@@ -58,7 +58,7 @@ def replay(
     except ValueError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
-    engine = Engine(settings.engine_settings())
+    engine = Engine(settings.engine)
     summary = OutputSummary()
     topic = "stdin" if input_path == "-" else Path(input_path).name
     with ExitStack() as stack:

@@ -28,7 +28,7 @@ def max_record_bytes(settings: Settings) -> int:
 
     Producers (``spanguard produce``, the worker) set ``max_request_size`` to this value.
     """
-    return 2 * settings.max_event_bytes + _ENVELOPE_BYTES
+    return 2 * settings.engine.max_event_bytes + _ENVELOPE_BYTES
 
 
 def contract_topics(settings: Settings) -> list[str]:

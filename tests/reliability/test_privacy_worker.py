@@ -64,7 +64,9 @@ def test_a_real_worker_leaves_no_text_and_no_clear_key(
 def test_the_scan_sees_what_the_worker_wrote(
     secure_broker: SecureBroker, tmp_path: Path, fleet: list[bytes]
 ) -> None:
-    report = run_worker_and_scan(secure_broker, tmp_path, fleet, {"SPANGUARD_CLEAR_KEYS": "true"})
+    report = run_worker_and_scan(
+        secure_broker, tmp_path, fleet, {"SPANGUARD_ENGINE__CLEAR_KEYS": "true"}
+    )
     assert {f.kind for f in report.findings} == {"referent key"}
     places = {f.where.split("[")[0].rsplit(".", 1)[-1] for f in report.findings}
     assert "changelog" in places  # state holds the clear keys too

@@ -13,6 +13,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 
 from schemas import EventRejected, RejectReason
 from schemas.codec import encode_output
+from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
 from streams.kafka_io.topics import contract_topics, ensure_topics, max_record_bytes
 from streams.kafka_io.traces import produce_lines
@@ -47,13 +48,13 @@ async def read_one(bootstrap: str, topic: str, partition: int) -> bytes:
 
 
 def test_the_limit_leaves_room_for_oversized_input_and_its_dead_letter() -> None:
-    settings = Settings(max_event_bytes=1 << 20)
+    settings = Settings(engine=EngineSettings(max_event_bytes=1 << 20))
     limit = max_record_bytes(settings)
-    assert limit > settings.max_event_bytes
+    assert limit > settings.engine.max_event_bytes
     # the dead letter of an input just under max_event_bytes: base64 plus its envelope
-    engine = Engine(settings.engine_settings())
-    raw = b'{"type": 1, "pad": "' + b"x" * (settings.max_event_bytes - 40) + b'"}'
-    assert len(raw) <= settings.max_event_bytes
+    engine = Engine(settings.engine)
+    raw = b'{"type": 1, "pad": "' + b"x" * (settings.engine.max_event_bytes - 40) + b'"}'
+    assert len(raw) <= settings.engine.max_event_bytes
     [dead_letter] = engine.process_raw(raw, Source("events", 0, 0))
     assert isinstance(dead_letter, EventRejected)
     assert len(encode_output(dead_letter)) < limit
@@ -67,7 +68,7 @@ async def test_too_large_is_reachable_through_kafka(secure_broker: SecureBroker)
         assert await topic_max_bytes(bootstrap, topic) == max_record_bytes(settings)
 
     # an input 10% over max_event_bytes, uncompressed, keyed by its session
-    body = b"y" * int(settings.max_event_bytes * 1.1)
+    body = b"y" * int(settings.engine.max_event_bytes * 1.1)
     raw = b'{"session_id":"big-1","tenant":"t","text":"' + body + b'"}'
     sent = await produce_lines(
         bootstrap, settings.topic("events"), [raw], max_request_size=max_record_bytes(settings)
@@ -81,7 +82,7 @@ async def test_too_large_is_reachable_through_kafka(secure_broker: SecureBroker)
             values.append(await read_one(bootstrap, settings.topic("events"), partition))
     assert values == [raw]
 
-    [rejected] = Engine(settings.engine_settings()).process_raw(raw, Source("events", 0, 0))
+    [rejected] = Engine(settings.engine).process_raw(raw, Source("events", 0, 0))
     assert isinstance(rejected, EventRejected)
     assert rejected.reason is RejectReason.TOO_LARGE
     # ... and its dead letter can be produced to the dead-letter topic

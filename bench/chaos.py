@@ -42,7 +42,7 @@ from schemas.codec import encode_output
 from streams.app.processes import WorkerProcess, spawn_worker
 from streams.engine.engine import Engine, Source
 from streams.kafka_io.traces import OutputReader, produce_lines
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -32,7 +32,7 @@ from streams.fleet.recent import RecentRecords
 from streams.runtime.memory import MemoryTransport
 from streams.runtime.runtime import Runtime
 from streams.runtime.testing import RuntimeTestDriver
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_combiner.json"
 CHECKPOINT = 500

@@ -57,7 +57,7 @@ from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.decode import Invalid, decode
 from streams.engine.engine import Engine, Source
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: Small enough that oversized records are cheap to make, large enough for every valid event.

@@ -23,7 +23,7 @@ import orjson
 
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_RECORDS = 2.5

@@ -36,7 +36,7 @@ from schemas import DEFAULT_SEVERITY, FaultKind, Severity
 from streams.engine.engine import Engine, Source
 from streams.reference.compare import outcomes_of, semantics
 from streams.reference.model import ReferenceModel
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).parent / "results" / "truth_quality.json"
 CHUNK = 250

@@ -14,18 +14,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streams.sim.quality import evaluate, read_outputs, render
-from streams.sim.simulator import (
+from streams.sim import (
     INJECTIONS,
+    FleetTruth,
     SimConfig,
     SimulatedFleet,
     parse_fault_mix,
     truth_path_for,
 )
-from streams.sim.simulator import (
+from streams.sim import (
     simulate as generate,
 )
-from streams.sim.truth import FleetTruth
+from streams.sim.quality import evaluate, read_outputs, render
 
 err = Console(stderr=True)
 

@@ -20,7 +20,7 @@ def usable_score(span: Span, query: str | None) -> float | None:
     return bound.value
 
 
-def _requested(session: Session, event: EvictionRequested) -> list[str]:
+def requested_spans(session: Session, event: EvictionRequested) -> list[str]:
     """The candidates, or the policy's selection (ranked only on bound scores)."""
     if event.candidates is not None:
         return list(dict.fromkeys(event.candidates))
@@ -87,7 +87,7 @@ def _absent(session: Session, span_id: str) -> str:
 def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
     """The outcomes of one eviction request; applies its removals to ``session``."""
     outcomes: list[Outcome] = []
-    requested = _requested(session, event)
+    requested = requested_spans(session, event)
     poisoned = {s.span_id for s in session.spans.values() if s.counter >= POISONED_AT}
     leaving = {span_id for span_id in requested if span_id in session.spans} | poisoned
     pinned = _pins(session, leaving)

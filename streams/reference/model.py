@@ -55,6 +55,13 @@ class ReferenceModel:
         self.closed: dict[SessionKey, int] = {}
         """Closed sessions and the highest ``seq`` they had seen."""
 
+    def clone(self) -> ReferenceModel:
+        """An independent copy of every session (events can be tried on it first)."""
+        copy = ReferenceModel(self.dedup_window)
+        copy.sessions = {key: session.clone() for key, session in self.sessions.items()}
+        copy.closed = dict(self.closed)
+        return copy
+
     def process(self, raw: bytes) -> list[Outcome]:
         """The outcomes the contract requires for one input line."""
         event = read_line(raw)

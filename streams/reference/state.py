@@ -7,7 +7,7 @@ refers to, what is adjacent) is answered by scanning the live spans again.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from streams.reference.extract import Mention, Referents
 
@@ -71,6 +71,20 @@ class Session:
     drift_before: tuple[float | None, int] | None = None
     drift_run: int = 0
     freezes: int = 0
+
+    def clone(self) -> Session:
+        """An independent copy (a planner tries events on a copy first)."""
+        return Session(
+            spans={span_id: replace(span) for span_id, span in self.spans.items()},
+            gone=dict(self.gone),
+            known_types=set(self.known_types),
+            last_seq=self.last_seq,
+            recent_ids=list(self.recent_ids),
+            arrivals=self.arrivals,
+            drift_before=self.drift_before,
+            drift_run=self.drift_run,
+            freezes=self.freezes,
+        )
 
     def ordered(self) -> list[Span]:
         """The live spans in context order."""

@@ -19,7 +19,7 @@ the engine):
 * **eviction volume** in referent-dense sessions: spans committed against spans
   requested (the naive pruner would have evicted all of them).
 * **decisions as prescribed**: decisions whose action, committed and dropped
-  spans are the ones the simulator's contract model expects.
+  spans are the ones the reference model prescribed when the step was planned.
 """
 
 from __future__ import annotations
@@ -298,8 +298,9 @@ def _referent_figures(
             with_gate += len(set(committed) & set(request.needed))
             if (
                 decision.get("action") == request.expected_action
-                and tuple(committed) == request.expected_committed
-                and tuple(dropped) == request.expected_dropped
+                # The contract fixes which spans, not their order in the list.
+                and set(committed) == set(request.expected_committed)
+                and set(dropped) == set(request.expected_dropped)
             ):
                 matching += 1
             else:

@@ -19,8 +19,8 @@ from pathlib import Path
 from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
+from streams.sim import SimConfig
 from streams.sim.scenarios import demo_fleet
-from streams.sim.simulator import SimConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

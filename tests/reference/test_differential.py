@@ -19,7 +19,7 @@ from streams.reference.compare import first_divergence, shrink
 from streams.reference.model import ReferenceModel
 from streams.reference.outcome import Rejected
 from streams.reference.sessions import SessionWriter, interleave, random_session
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 
 RANDOM_SESSIONS = 1500
 """Random sessions per CI run (about 60,000 events; a few seconds each way)."""

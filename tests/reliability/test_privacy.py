@@ -31,7 +31,7 @@ from streams.kafka_io.privacy import (
 )
 from streams.kafka_io.topics import ensure_topics
 from streams.settings import Settings
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka

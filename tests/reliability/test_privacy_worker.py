@@ -16,7 +16,7 @@ import pytest
 
 from streams.kafka_io.privacy import PrivacyReport, privacy_scan
 from streams.settings import Settings
-from streams.sim.simulator import SimConfig, simulate
+from streams.sim import SimConfig, simulate
 from tests.kafka.worker_process import Pipeline
 from tests.reliability.secure_broker import SecureBroker
 

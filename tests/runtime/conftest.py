@@ -8,8 +8,8 @@ from functools import cache
 from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.runtime.testing import output_identity
+from streams.sim import SimConfig, simulate
 from streams.sim.scenarios import demo_fleet
-from streams.sim.simulator import SimConfig, simulate
 
 
 @cache

@@ -15,8 +15,8 @@ from schemas.codec import encode_output
 from streams.cli import sim_cli
 from streams.cli.replay import replay
 from streams.engine.driver import EngineDriver
+from streams.sim import SimConfig, SimulatedFleet, simulate
 from streams.sim.quality import QualityReport, evaluate, read_outputs
-from streams.sim.simulator import SimConfig, SimulatedFleet, simulate
 
 ALL_KINDS = {
     "SCORE_PROVENANCE_GAP",

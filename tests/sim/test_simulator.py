@@ -17,16 +17,17 @@ from pydantic import ValidationError
 
 from schemas import INPUT_ADAPTER, FaultKind
 from streams.engine.referents import extract
-from streams.sim.simulator import (
+from streams.sim import (
     INJECTIONS,
+    REGISTRY,
+    FleetTruth,
     SimConfig,
     SimulatedFleet,
-    compose,
     parse_fault_mix,
     simulate,
     truth_path_for,
 )
-from streams.sim.truth import ContextModel, FleetTruth
+from streams.sim.texts import Entity, compose
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = SimConfig(sessions=30, seed=7, fault_rate=0.6)
@@ -49,7 +50,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(fleet: SimulatedFleet) -> N
 def test_bytes_do_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
     # Set iteration order changes with PYTHONHASHSEED; the output must not.
     code = (
-        "import sys; from streams.sim.simulator import simulate, SimConfig; "
+        "import sys; from streams.sim import simulate, SimConfig; "
         "f = simulate(SimConfig(sessions=12, seed=3, fault_rate=0.8)); "
         "sys.stdout.buffer.write(b''.join(l + b'\\n' for l in f.lines) + f.truth.to_json())"
     )
@@ -157,8 +158,6 @@ def test_texts_hold_exactly_what_the_generator_says(fleet: SimulatedFleet) -> No
 
 
 def test_compose_records_only_anaphors_of_known_types() -> None:
-    from streams.sim.simulator import Entity
-
     account = Entity("account", "8841-C", "id")
     text = compose("Did <a0:that> clear KYC? It is <e0>.", (account,), {"order"})
     assert text.text == "Did that account clear KYC? It is account 8841-C."
@@ -220,24 +219,14 @@ def test_eviction_truth_counts_spans_a_naive_pruner_would_have_destroyed(
         assert not set(request.needed) & set(request.expected_committed)
 
 
-def test_model_pins_the_introducer_of_seed_001() -> None:
-    """The generator's own referent truth on seed 001's story, no engine involved."""
-    model = ContextModel()
-    model.add_span(0, "u12", "h1", 9, 0, [("8841-c", "account")], [])
-    model.add_span(1, "a12", "h2", 3, 1, [], [])
-    model.add_span(2, "u19", "h3", 6, 2, [], ["account"])
-    from streams.sim.truth import ScoreEntry
-
-    model.score(
-        3,
-        [
-            ScoreEntry("u12", "s1", 0.11, "h1"),
-            ScoreEntry("a12", "s2", 0.05, "h2"),
-            ScoreEntry("u19", "s3", 0.9, "h3"),
-        ],
-    )
-    decision, faults = model.evict(4, threshold=0.15)
-    assert faults == []
-    assert decision.requested == ("a12", "u12")
-    assert decision.pinned == ("u12",)
-    assert decision.committed == ("a12",) and decision.action == "PARTIAL"
+def test_each_injection_raises_exactly_its_registered_fault_kinds() -> None:
+    fleet = simulate(SimConfig(sessions=40, seed=5, fault_rate=1.0, max_injections=1))
+    seen: set[str] = set()
+    for session in fleet.truth.sessions:
+        for name in session.injections:
+            seen.add(name)
+            expected = {k.value for k in REGISTRY[name].faults}
+            assert {f.kind for f in session.faults} == expected, session.session_id
+            assert all(f.injection == name for f in session.faults)
+            assert bool(session.deadletters) == (name == "MALFORMED")
+    assert seen == set(INJECTIONS)

@@ -1,0 +1,66 @@
+"""The simulator's truth does not come from the engine: no module of ``streams.sim``
+imports the engine, but the configuration reading the engine's default settings
+(which the truth file records), and the hand-written example scenarios."""
+
+import ast
+from pathlib import Path
+
+import streams.sim
+from streams.engine.config import EngineSettings
+from streams.reference import gate, model, rewrite, state
+from streams.sim import SimConfig, simulate
+from streams.sim.config import engine_assumptions
+
+PACKAGE = Path(streams.sim.__file__).parent
+ALLOWED = {
+    ("config.py", "streams.engine.config"),
+    # Example traces for the docs and the engine's own tests; no truth is made from them.
+    ("scenarios.py", "streams.engine.trace"),
+}
+
+
+def _engine_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module is not None, path.name
+            names = [node.module]
+        found.update(n for n in names if n == "streams.engine" or n.startswith("streams.engine."))
+    return found
+
+
+def test_no_module_of_the_simulator_imports_the_engine() -> None:
+    offending = {
+        (path.name, module)
+        for path in sorted(PACKAGE.glob("*.py"))
+        for module in _engine_imports(path)
+    }
+    assert offending <= ALLOWED, offending - ALLOWED
+    assert ("config.py", "streams.engine.config") in offending
+
+
+def test_the_truth_assumes_the_engine_defaults() -> None:
+    defaults = EngineSettings()
+    assumed = engine_assumptions()
+    assert assumed == {name: getattr(defaults, name) for name in assumed}
+    assert {"drift_tolerance", "poisoned_at", "stall_after", "poisoned"} <= set(assumed)
+    truth = simulate(SimConfig(sessions=1, seed=1)).truth
+    assert truth.generator["engine_assumptions"] == assumed
+
+
+def test_the_reference_reads_the_contract_defaults_as_the_engine_does() -> None:
+    # The truth is planned on the reference model with the contract's defaults; the
+    # engine's defaults must be the same numbers or the two measure different things.
+    defaults = EngineSettings()
+    assert defaults.drift_tolerance == model.DRIFT_TOLERANCE
+    assert defaults.rewrite_of_rewrite_at == state.REWRITE_OF_REWRITE_AT
+    assert defaults.poisoned_at == state.POISONED_AT
+    assert defaults.dedup_window == state.DEDUP_WINDOW
+    assert defaults.stall_after == gate.STALL_AFTER
+    assert defaults.balloon_ratio == rewrite.BALLOON_RATIO
+    assert defaults.min_summary_tokens == rewrite.MIN_SUMMARY_TOKENS
+    assert defaults.empty_summary_parent_factor == rewrite.EMPTY_PARENT_FACTOR
+    assert defaults.poisoned == "drop" and defaults.protect_lineage is False

@@ -1,4 +1,4 @@
-"""``streams.sim.simulator``: determinism, well-formed traces, texts that say what
+"""``streams.sim``: determinism, well-formed traces, texts that say what
 they hold, and the generator's own referent truth."""
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.e2e            # full run (several minutes)
     .venv/bin/python -m bench.e2e --quick    # small smoke run
+    .venv/bin/python -m bench.e2e --latency-only 3   # the gate's latency, 3 runs each
 
 1. a raw aiokafka consume->produce passthrough of the same records on the same
    broker (L0), and against it: the worker as shipped (fleet monitoring on; target
@@ -445,10 +446,38 @@ def verdicts(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def latency_runs(runs: int) -> None:
+    """The gate's latency alone, several runs per guarantee (the p99's spread)."""
+    home = Path(tempfile.mkdtemp(prefix="spanguard-bench-"))
+    rows = []
+    try:
+        with Bench(home) as bench:
+            for _ in range(runs):
+                for guarantee in ("at_least_once", "exactly_once"):
+                    row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee))
+                    row["load_avg_1m"] = round(os.getloadavg()[0], 2)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "e2e-latency.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print("wrote bench/results/e2e-latency.json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--latency-only",
+        type=int,
+        metavar="RUNS",
+        help="only the gate's latency at 1,000 events/s, RUNS times per guarantee",
+    )
     args = parser.parse_args()
+    if args.latency_only:
+        latency_runs(args.latency_only)
+        return
     fleet = 100 if args.quick else 1000
     lines = demo_fleet(fleet)
     results: dict[str, Any] = {

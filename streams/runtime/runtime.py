@@ -356,31 +356,56 @@ class Runtime:
         topic = self.config.output_topics[TOPIC_OF[event.type]]
         return OutRecord(topic, key, encode_output(event))
 
+    def _waves(
+        self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
+    ) -> tuple[list[tuple[PartitionState, OutputEvent]], list[tuple[PartitionState, OutputEvent]]]:
+        """Split a step's outputs into what can be sent at once and the decisions that
+        must wait for the acknowledgement of the first group.
+
+        A decision waits only when an earlier output of its own session is in this
+        step (its faults, pins and recompute request, or an earlier input's): most
+        decisions then cost one broker round trip, not two. Every output of earlier
+        steps is already acknowledged. Under exactly-once the transaction makes the
+        step's outputs visible together, so nothing waits.
+        """
+        first: list[tuple[PartitionState, OutputEvent]] = []
+        second: list[tuple[PartitionState, OutputEvent]] = []
+        for state, outputs in produced:
+            caused: set[tuple[str | None, str | None]] = set()
+            for event in outputs:
+                session = (event.tenant, event.session_id)
+                if not isinstance(event, EvictionDecided):
+                    caused.add(session)
+                    first.append((state, event))
+                elif self.config.exactly_once or session not in caused:
+                    first.append((state, event))
+                else:
+                    second.append((state, event))
+        return first, second
+
     async def _emit(
         self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
     ) -> dict[int, BaseException]:
-        """Produce outputs; a decision only after its causes are acknowledged.
-        Returns the partitions whose outputs could not all be written."""
+        """Produce outputs; a decision only after the earlier outputs of its session
+        (its causes among them) are acknowledged. Returns the partitions whose outputs
+        could not all be written."""
         failed: dict[int, BaseException] = {}
-        for decisions in (False, True):
+        for wave in self._waves(produced):
             sent: list[tuple[int, OutputEvent, int, Ack]] = []
-            for state, outputs in produced:
+            for state, event in wave:
                 if state.partition in failed:
                     continue
-                for event in outputs:
-                    if isinstance(event, EvictionDecided) is not decisions:
-                        continue
-                    record = self._record(event)
-                    sent_ns = time.monotonic_ns()
-                    try:
-                        if self.config.exactly_once:
-                            ack = await state.writer.send(record)
-                        else:
-                            ack = await self.transport.send(record)
-                    except Exception as exc:
-                        failed[state.partition] = exc
-                        break
-                    sent.append((state.partition, event, sent_ns, ack))
+                record = self._record(event)
+                sent_ns = time.monotonic_ns()
+                try:
+                    if self.config.exactly_once:
+                        ack = await state.writer.send(record)
+                    else:
+                        ack = await self.transport.send(record)
+                except Exception as exc:
+                    failed[state.partition] = exc
+                    continue
+                sent.append((state.partition, event, sent_ns, ack))
             results: list[Any]
             try:  # one deadline for the group (a task per ack would cost more than the send)
                 results = await self._io(

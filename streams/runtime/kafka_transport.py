@@ -90,7 +90,6 @@ class KafkaTransport:
         replication: int = 1,
         session_timeout: float = 10.0,
         client_options: dict[str, Any] | None = None,
-        linger_ms: int = 2,
     ) -> None:
         self.bootstrap = bootstrap
         self.config = config
@@ -98,7 +97,6 @@ class KafkaTransport:
         self.partitions = partitions
         self.replication = replication
         self._options = dict(client_options or {})
-        self._linger = linger_ms
         self._session_timeout = session_timeout
         self._input_partitions = partitions
         # aiokafka clients need the running loop: created in start()
@@ -111,7 +109,9 @@ class KafkaTransport:
             bootstrap_servers=self.bootstrap,
             enable_idempotence=True,
             acks="all",
-            linger_ms=self._linger,
+            # Every step sends its outputs, then waits for their acks: they are all in the
+            # accumulator when the sender runs, so lingering would only add latency.
+            linger_ms=0,
             max_batch_size=256 * 1024,
             max_request_size=MAX_REQUEST_BYTES,
             transactional_id=transactional_id,

@@ -44,13 +44,23 @@ def build(cls: type[M], **fields: Any) -> M:
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(cls.model_fields)  # a slow class property
-    ordered = {name: fields[name] for name in names}
+    return assemble(cls, {name: fields[name] for name in names})
+
+
+def assemble(cls: type[M], values: dict[str, Any]) -> M:
+    """An output model whose ``values`` are trusted and already hold every field in
+    declaration order (what :func:`build` checks; the hot outputs of
+    :class:`Emission` write their dicts in that order, and the property tests
+    compare every output with its validated round trip)."""
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", ordered)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
     return obj
+
+
+_set = object.__setattr__
 
 
 def output_id(prefix: str, *parts: object) -> str:
@@ -69,6 +79,7 @@ class Emission:
     __slots__ = (
         "_anchor",
         "_ordinal",
+        "_prefix",
         "caused_by",
         "outputs",
         "session_id",
@@ -94,28 +105,38 @@ class Emission:
         self.outputs: list[OutputEvent] = []
         self._anchor = (tenant, session_id, caused_by, accepted)
         self._ordinal = 0
+        self._prefix: bytes | None = None
 
     def _next_id(self, prefix: str) -> str:
+        # The same digest as ``output_id(prefix, *anchor, ordinal)``; the anchor's part
+        # of the hashed text is joined once per input, not once per output.
         self._ordinal += 1
-        return output_id(prefix, *self._anchor, self._ordinal)
+        joined = self._prefix
+        if joined is None:
+            text = "\x1f".join(str(part) for part in self._anchor) + "\x1f"
+            joined = self._prefix = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(joined + str(self._ordinal).encode())
+        return f"{prefix}-{digest.hexdigest()[:32]}"
 
     def fault(self, kind: FaultKind, span_ids: Sequence[str], evidence: dict[str, Any]) -> str:
         """Emit an ``integrity.fault`` at the configured severity; returns its id."""
         fault_id = self._next_id("flt")
         self.outputs.append(
-            build(
+            assemble(
                 IntegrityFault,
-                schema_version=1,
-                type="integrity.fault",
-                session_id=self.session_id,
-                tenant=self.tenant,
-                caused_by=self.caused_by,
-                ts=self.ts,
-                fault_id=fault_id,
-                kind=kind,
-                severity=self.settings.severity(kind),
-                span_ids=list(span_ids),
-                evidence=evidence,
+                {
+                    "schema_version": 1,
+                    "session_id": self.session_id,
+                    "tenant": self.tenant,
+                    "caused_by": self.caused_by,
+                    "ts": self.ts,
+                    "type": "integrity.fault",
+                    "fault_id": fault_id,
+                    "kind": kind,
+                    "severity": self.settings.severity(kind),
+                    "span_ids": list(span_ids),
+                    "evidence": evidence,
+                },
             )
         )
         return fault_id
@@ -131,20 +152,22 @@ class Emission:
         """Emit a ``span.pinned``; returns its id."""
         pin_id = self._next_id("pin")
         self.outputs.append(
-            build(
+            assemble(
                 SpanPinned,
-                schema_version=1,
-                type="span.pinned",
-                session_id=self.session_id,
-                tenant=self.tenant,
-                caused_by=self.caused_by,
-                ts=self.ts,
-                pin_id=pin_id,
-                span_id=span_id,
-                request_id=request_id,
-                pinned_for=pinned_for,
-                mention=mention,
-                path=path,
+                {
+                    "schema_version": 1,
+                    "session_id": self.session_id,
+                    "tenant": self.tenant,
+                    "caused_by": self.caused_by,
+                    "ts": self.ts,
+                    "type": "span.pinned",
+                    "pin_id": pin_id,
+                    "span_id": span_id,
+                    "request_id": request_id,
+                    "pinned_for": pinned_for,
+                    "mention": mention,
+                    "path": path,
+                },
             )
         )
         return pin_id
@@ -153,17 +176,19 @@ class Emission:
         """Emit a ``scores.recompute_requested``; returns its id."""
         recompute_id = self._next_id("rcp")
         self.outputs.append(
-            build(
+            assemble(
                 ScoresRecomputeRequested,
-                schema_version=1,
-                type="scores.recompute_requested",
-                session_id=self.session_id,
-                tenant=self.tenant,
-                caused_by=self.caused_by,
-                ts=self.ts,
-                recompute_id=recompute_id,
-                span_ids=span_ids,
-                reason=reason,
+                {
+                    "schema_version": 1,
+                    "session_id": self.session_id,
+                    "tenant": self.tenant,
+                    "caused_by": self.caused_by,
+                    "ts": self.ts,
+                    "type": "scores.recompute_requested",
+                    "recompute_id": recompute_id,
+                    "span_ids": span_ids,
+                    "reason": reason,
+                },
             )
         )
         return recompute_id
@@ -182,23 +207,25 @@ class Emission:
         faults = [o.fault_id for o in self.outputs if isinstance(o, IntegrityFault)]
         pins = [o.pin_id for o in self.outputs if isinstance(o, SpanPinned)]
         self.outputs.append(
-            build(
+            assemble(
                 EvictionDecided,
-                schema_version=1,
-                type="eviction.decided",
-                session_id=self.session_id,
-                tenant=self.tenant,
-                caused_by=self.caused_by,
-                ts=self.ts,
-                decision_id=self._next_id("dec"),
-                request_id=request_id,
-                basis=basis,
-                action=action,
-                committed=committed,
-                refused=[build(Refusal, span_id=s, reason=r) for s, r in refused],
-                dropped=dropped,
-                pins=pins,
-                faults=faults,
-                recompute_id=recompute_id,
+                {
+                    "schema_version": 1,
+                    "session_id": self.session_id,
+                    "tenant": self.tenant,
+                    "caused_by": self.caused_by,
+                    "ts": self.ts,
+                    "type": "eviction.decided",
+                    "decision_id": self._next_id("dec"),
+                    "request_id": request_id,
+                    "basis": basis,
+                    "action": action,
+                    "committed": committed,
+                    "refused": [assemble(Refusal, {"span_id": s, "reason": r}) for s, r in refused],
+                    "dropped": dropped,
+                    "pins": pins,
+                    "faults": faults,
+                    "recompute_id": recompute_id,
+                },
             )
         )

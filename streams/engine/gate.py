@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
-from streams.engine.emit import Emission, build
+from streams.engine.emit import Emission, assemble
 from streams.engine.referent_index import Mention
 from streams.engine.state import BULK_SHARE, ScoreKey, SessionState, SpanState
 
@@ -139,19 +139,28 @@ def pinned_set(
             mention = needed_by[users[0]]
         pins[span_id] = Pin(users, mention, [users[0], span_id])
         queue.append(span_id)
+    key_holders = index.key_holders
     while queue:
         holder_id = queue.popleft()
         holder = spans[holder_id]
-        for mention in _all_mentions(holder):
-            binder = index.resolve(holder.order_key, mention)
-            if (
-                binder is not None
-                and binder in removal
-                and binder not in pins
-                and binder != holder_id
-            ):
+        # A span that repeats a key depends on the key's binding as much as one that
+        # mentions it explicitly: its holdings first, then its mentions.
+        for key, type_ in holder.holds:
+            binder = key_holders[key][0][2]
+            if binder in removal and binder not in pins and binder != holder_id:
+                mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
                 queue.append(binder)
+        for mention in holder.mentions:
+            bound_by = index.resolve(holder.order_key, mention)
+            if (
+                bound_by is not None
+                and bound_by in removal
+                and bound_by not in pins
+                and bound_by != holder_id
+            ):
+                pins[bound_by] = Pin([holder_id], mention, [*pins[holder_id].path, bound_by])
+                queue.append(bound_by)
     return pins
 
 
@@ -209,14 +218,6 @@ def _needed_in_one_pass(
 def _type_held(span: SpanState, key: str) -> str:
     # The type the binder holds the key under (its first holding of the key).
     return next(type_ for held, type_ in span.holds if held == key)
-
-
-def _all_mentions(span: SpanState) -> Iterator[Mention]:
-    # A span that repeats a key depends on the key's binding as much as one that
-    # mentions it explicitly.
-    for key, type_ in span.holds:
-        yield Mention(key=key, type=type_)
-    yield from span.mentions
 
 
 def _select(session: SessionState, policy: EvictionPolicy | None, query: str | None) -> list[str]:
@@ -301,11 +302,13 @@ def _check_orphans(
 def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
     surfaces = emission.settings.emit_surfaces
     for span_id, pin in pins.items():
-        mention = build(
+        mention = assemble(
             PinMention,
-            key=pin.mention.key,
-            type=pin.mention.type,
-            surface=pin.mention.surface if surfaces else None,
+            {
+                "key": pin.mention.key,
+                "type": pin.mention.type,
+                "surface": pin.mention.surface if surfaces else None,
+            },
         )
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
 

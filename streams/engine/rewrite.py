@@ -133,20 +133,20 @@ def _new_holdings(
         return builder.build(tenant, known, None, entry.introduces, entry.mentions)
 
     def kept(entry: SnapshotEntry, span: SpanState) -> Holdings:
-        own = Holdings(span.holds, span.mentions)
-        if entry.introduces is None and entry.mentions is None:
-            return own
-        return own.union(explicit(entry))
+        return Holdings(span.holds, span.mentions).union(explicit(entry))
 
+    # Only spans whose holdings may change are listed: a span kept as it was (no
+    # text, no explicit referents) keeps its holdings, and its types are known.
     result: dict[str, Holdings] = {}
     for entry, span in diff.unchanged:
-        result[span.span_id] = kept(entry, span)
+        if entry.introduces is not None or entry.mentions is not None:
+            result[span.span_id] = kept(entry, span)
     for entry, span in diff.modified:
         if entry.text is not None:
             result[span.span_id] = builder.build(
                 tenant, known, entry.text, entry.introduces, entry.mentions
             )
-        else:
+        elif entry.introduces is not None or entry.mentions is not None:
             result[span.span_id] = kept(entry, span)
     for entry in diff.created:
         if entry.text is not None:

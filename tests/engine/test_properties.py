@@ -146,7 +146,13 @@ def test_replay_is_byte_identical(script_actions: list[tuple]) -> None:  # type:
         engine = Engine()
         out = []
         for i, line in enumerate(lines):
-            out.extend(encode_output(o) for o in engine.process_raw(line, Source("t", 0, i)))
+            for o in engine.process_raw(line, Source("t", 0, i)):
+                raw = encode_output(o)
+                # Outputs are assembled without validation: each must equal its own
+                # validated round trip, with its fields in declaration order.
+                assert o == decode_output(raw)
+                assert list(o.__dict__) == list(type(o).model_fields)
+                out.append(raw)
         return b"\n".join(out)
 
     first = run()

@@ -9,7 +9,9 @@ nor ``rocksdict``). Start with :class:`SpanguardClient` (async) or
 from streams.sdk.client import DEFAULT_TIMEOUT, RewriteReport, Session, SpanguardClient
 from streams.sdk.compaction import (
     DEFAULT_VETO,
+    CompactionGuard,
     CompactionOutcome,
+    GuardOptions,
     SpanguardFaultError,
     gate_compaction,
 )
@@ -17,13 +19,16 @@ from streams.sdk.decision import Decision
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import Message, TokenCounter, approximate_tokens
 from streams.sdk.sync import SyncSession, SyncSpanguardClient
-from streams.sdk.tracker import RewriteDiff, SpanTracker
+from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_VETO",
+    "CompactionGuard",
     "CompactionOutcome",
     "Decision",
+    "EvictionOptions",
+    "GuardOptions",
     "KafkaLink",
     "Message",
     "RewriteDiff",

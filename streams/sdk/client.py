@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import Self, Unpack
 
 from schemas import (
     EvictionDecided,
@@ -39,7 +39,7 @@ from streams.sdk.decision import Decision
 from streams.sdk.inbox import Inbox
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import Message, TokenCounter, approximate_tokens
-from streams.sdk.tracker import Basis, RewriteDiff, SpanTracker
+from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker
 
 log = logging.getLogger(__name__)
 
@@ -281,23 +281,19 @@ class Session:
         self,
         candidates: Sequence[str] | None = None,
         *,
-        threshold: float | None = None,
-        keep_top_k: int | None = None,
-        basis: Basis = "score",
-        query: str | None = None,
         timeout: float | None = None,
+        **options: Unpack[EvictionOptions],
     ) -> Decision:
         """Ask the gate; returns its decision, or the safe default (evict nothing).
 
+        ``candidates`` or a policy in ``options`` (see :class:`EvictionOptions`).
         Evict exactly :attr:`Decision.evict`. With no decision within ``timeout``
         seconds (the client's default otherwise) or with the broker down, the
         decision is :meth:`Decision.safe_default`: ``timed_out`` is True and
         ``note`` says why. A decision that comes later is kept in
         ``session.inbox.late`` and is not applied.
         """
-        event = self.tracker.eviction(
-            candidates, threshold=threshold, keep_top_k=keep_top_k, basis=basis, query=query
-        )
+        event = self.tracker.eviction(candidates, **options)
         wanted = tuple(event.candidates or ())
         local = self._process_locally(event)
         link = self.client.link

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from schemas import FaultKind, IntegrityFault
+from streams.sdk.bridge import AnySession, unwrap
 from streams.sdk.client import Session
 from streams.sdk.decision import Decision
-from streams.sdk.messages import Message
+from streams.sdk.messages import Message, TokenCounter
 
 DEFAULT_VETO: frozenset[FaultKind] = frozenset(
     {FaultKind.EMPTY_SUMMARY, FaultKind.SUMMARY_BALLOONING}
@@ -151,6 +152,62 @@ async def gate_compaction(
         note=report.note,
         removed=removed,
     )
+
+
+class GuardOptions(TypedDict, total=False):
+    """The keyword options every adapter takes (see :class:`CompactionGuard`)."""
+
+    veto_on: Collection[FaultKind]
+    """Fault kinds whose check vetoes a compaction (default :data:`DEFAULT_VETO`)."""
+    carry_scores: bool
+    """The harness keeps its scores across rewrites (see :func:`gate_compaction`)."""
+    raise_on: Collection[FaultKind]
+    """Fault kinds that raise :class:`SpanguardFaultError` (default: none)."""
+    token_counter: TokenCounter | None
+    """Counts a message's tokens (default: the session's counter)."""
+    timeout: float | None
+    """Seconds to wait for the gate's decision (default: the client's)."""
+
+
+class CompactionGuard:
+    """A session and how its compactions are gated: the base of every adapter.
+
+    ``outcomes`` keeps every gated compaction, in order (for inspection).
+    """
+
+    def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:
+        self.session: Session = unwrap(session)
+        self.veto_on = frozenset(options.get("veto_on", DEFAULT_VETO))
+        self.carry_scores = options.get("carry_scores", False)
+        self.raise_on = frozenset(options.get("raise_on", ()))
+        self.token_counter = options.get("token_counter")
+        self.timeout = options.get("timeout")
+        self.outcomes: list[CompactionOutcome] = []
+
+    async def gate(
+        self,
+        before: Sequence[Message],
+        after: Sequence[Message],
+        partners: Mapping[str, Sequence[str]] | None = None,
+    ) -> CompactionOutcome:
+        """:func:`gate_compaction` with this guard's options; the outcome is recorded."""
+        outcome = await gate_compaction(
+            self.session,
+            before,
+            after,
+            veto_on=self.veto_on,
+            carry_scores=self.carry_scores,
+            partners=partners,
+            timeout=self.timeout,
+        )
+        self.outcomes.append(outcome)
+        return outcome
+
+    def check_raise(self, outcome: CompactionOutcome, items: list[Any] | None = None) -> None:
+        """Raise :class:`SpanguardFaultError` (with ``items``, the messages in force) when
+        ``outcome`` has a fault of ``raise_on``."""
+        if any(kind in self.raise_on for kind in outcome.fault_kinds):
+            raise SpanguardFaultError(outcome, items)
 
 
 def _insert_kept(

@@ -10,13 +10,13 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, Unpack
 
 from schemas import IntegrityFault
 from streams.sdk.client import RewriteReport, Session, SpanguardClient
 from streams.sdk.decision import Decision
 from streams.sdk.messages import Message
-from streams.sdk.tracker import Basis
+from streams.sdk.tracker import EvictionOptions
 
 T = TypeVar("T")
 
@@ -102,22 +102,12 @@ class SyncSession:
         self,
         candidates: Sequence[str] | None = None,
         *,
-        threshold: float | None = None,
-        keep_top_k: int | None = None,
-        basis: Basis = "score",
-        query: str | None = None,
         timeout: float | None = None,
+        **options: Unpack[EvictionOptions],
     ) -> Decision:
         """See :meth:`Session.request_eviction`."""
         return _LoopThread.run(
-            self.session.request_eviction(
-                candidates,
-                threshold=threshold,
-                keep_top_k=keep_top_k,
-                basis=basis,
-                query=query,
-                timeout=timeout,
-            )
+            self.session.request_eviction(candidates, timeout=timeout, **options)
         )
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 from schemas import (
     ContextRewritten,
@@ -34,6 +34,20 @@ from streams.sdk.messages import Message, TokenCounter, approximate_tokens
 
 Basis = Literal["score", "recency"]
 Clock = Callable[[], datetime]
+
+
+class EvictionOptions(TypedDict, total=False):
+    """The keyword options of an eviction request (``eviction.requested``).
+
+    ``threshold`` / ``keep_top_k``: a policy instead of explicit candidates;
+    ``basis``: rank by ``"score"`` (the default) or ``"recency"``; ``query``:
+    the text the scores were computed for (only its hash is sent).
+    """
+
+    threshold: float | None
+    keep_top_k: int | None
+    basis: Basis
+    query: str | None
 
 
 def _utc_now() -> datetime:
@@ -271,19 +285,16 @@ class SpanTracker:
         self._next_position = max(self._next_position, len(messages))
 
     def eviction(
-        self,
-        candidates: Sequence[str] | None = None,
-        *,
-        threshold: float | None = None,
-        keep_top_k: int | None = None,
-        basis: Basis = "score",
-        query: str | None = None,
+        self, candidates: Sequence[str] | None = None, **options: Unpack[EvictionOptions]
     ) -> EvictionRequested:
         """``eviction.requested`` for ``candidates`` or a policy (exactly one).
 
         Raises:
             ValueError: When neither or both are given (the contract's rule).
         """
+        threshold = options.get("threshold")
+        keep_top_k = options.get("keep_top_k")
+        query = options.get("query")
         policy = None
         if threshold is not None or keep_top_k is not None:
             policy = EvictionPolicy(threshold=threshold, keep_top_k=keep_top_k)
@@ -293,7 +304,7 @@ class SpanTracker:
                 "request_id": self.new_id("req"),
                 "candidates": list(candidates) if candidates is not None else None,
                 "policy": policy,
-                "basis": basis,
+                "basis": options.get("basis", "score"),
                 "query_sha256": text_sha256(query) if query is not None else None,
             }
         )

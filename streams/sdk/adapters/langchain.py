@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Annotated, Any, NotRequired, Protocol
+from typing import Annotated, Any, NotRequired, Unpack
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -41,14 +41,14 @@ from streams.sdk.adapters.lc_messages import (
     tool_partners,
 )
 from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
-from streams.sdk.client import Session
 from streams.sdk.compaction import (
     DEFAULT_VETO,
+    CompactionGuard,
     CompactionOutcome,
-    SpanguardFaultError,
-    gate_compaction,
+    GuardOptions,
 )
-from streams.sdk.messages import Message, TokenCounter
+from streams.sdk.compaction import SpanguardFaultError as SpanguardFaultError  # re-exported
+from streams.sdk.messages import Message
 
 FAULTS_KEY = "spanguard_faults"
 
@@ -64,55 +64,33 @@ def fault_records(outcome: CompactionOutcome) -> list[dict[str, Any]]:
     return [f.model_dump(mode="json") for f in outcome.faults]
 
 
-def check_raise(outcome: CompactionOutcome, raise_on: Collection[FaultKind]) -> None:
-    """Raise :class:`SpanguardFaultError` when the outcome has a fault of ``raise_on``."""
-    if any(kind in raise_on for kind in outcome.fault_kinds):
-        raise SpanguardFaultError(outcome)
-
-
 Proposal = dict[str, Any] | None
 
 
-class GateConfig(Protocol):
-    """What :func:`gate_messages` reads from an adapter."""
-
-    session: Session
-    veto_on: frozenset[FaultKind]
-    carry_scores: bool
-    raise_on: frozenset[FaultKind]
-    token_counter: TokenCounter | None
-    timeout: float | None
-    outcomes: list[CompactionOutcome]
-
-
 async def gate_messages(
-    adapter: GateConfig,
+    guard: CompactionGuard,
     messages: Sequence[BaseMessage],
     before: list[Message],
     proposed: Sequence[BaseMessage],
 ) -> tuple[CompactionOutcome, list[BaseMessage] | None]:
     """Gate a compaction of LangChain messages (shared by the LangChain middleware and
-    the LangGraph hook): the outcome, recorded and raised on as the adapter says, and
+    the LangGraph hook): the outcome, recorded and raised on as the guard says, and
     the messages to write back when the compaction is applied (None: keep ``messages``)."""
-    outcome = await gate_compaction(
-        adapter.session,
-        before,
-        to_messages(proposed, adapter.token_counter),
-        veto_on=adapter.veto_on,
-        carry_scores=adapter.carry_scores,
-        partners=tool_partners(messages),
-        timeout=adapter.timeout,
+    outcome = await guard.gate(
+        before, to_messages(proposed, guard.token_counter), tool_partners(messages)
     )
-    adapter.outcomes.append(outcome)
-    check_raise(outcome, adapter.raise_on)
+    guard.check_raise(outcome)
     if not outcome.applied:
         return outcome, None
     by_id = {m.id: m for m in (*messages, *proposed)}
     return outcome, replace_all([by_id[m.id] for m in outcome.messages])
 
 
-class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any]):
-    """Reports every model call's messages; gates ``compactor``'s rewrites (see the module)."""
+class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any], CompactionGuard):
+    """Reports every model call's messages; gates ``compactor``'s rewrites (see the module).
+
+    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    """
 
     state_schema = SpanguardState
 
@@ -121,22 +99,10 @@ class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any]):
         session: AnySession,
         *,
         compactor: AgentMiddleware[Any, Any] | None = None,
-        veto_on: Collection[FaultKind] = DEFAULT_VETO,
-        carry_scores: bool = False,
-        raise_on: Collection[FaultKind] = (),
-        token_counter: TokenCounter | None = None,
-        timeout: float | None = None,
+        **options: Unpack[GuardOptions],
     ) -> None:
-        super().__init__()
-        self.session: Session = unwrap(session)
+        CompactionGuard.__init__(self, session, **options)
         self.compactor = compactor
-        self.veto_on = frozenset(veto_on)
-        self.carry_scores = carry_scores
-        self.raise_on = frozenset(raise_on)
-        self.token_counter = token_counter
-        self.timeout = timeout
-        self.outcomes: list[CompactionOutcome] = []
-        """Every gated compaction of this middleware, in order (for inspection)."""
         if compactor is not None:
             self.tools = list(getattr(compactor, "tools", []))
 
@@ -207,33 +173,16 @@ def _answer(response: ModelResponse[Any]) -> list[Message]:
 
 
 def guarded_trim_messages(
-    session: AnySession,
-    messages: Sequence[BaseMessage],
-    *,
-    veto_on: Collection[FaultKind] = DEFAULT_VETO,
-    carry_scores: bool = False,
-    raise_on: Collection[FaultKind] = (),
-    timeout: float | None = None,
-    **trim_options: Any,
+    session: AnySession, messages: Sequence[BaseMessage], **options: Any
 ) -> tuple[list[BaseMessage], CompactionOutcome]:
     """``trim_messages(messages, **trim_options)``, gated: messages the gate refuses to
     evict stay (in their place); returns the messages to use and the outcome.
 
-    Call from sync code; for async code use :func:`aguarded_trim_messages`.
+    ``options``: those of :func:`aguarded_trim_messages`. Call from sync code; for
+    async code use :func:`aguarded_trim_messages`.
     """
     async_session = unwrap(session)
-    return run_sync(
-        async_session,
-        aguarded_trim_messages(
-            async_session,
-            messages,
-            veto_on=veto_on,
-            carry_scores=carry_scores,
-            raise_on=raise_on,
-            timeout=timeout,
-            **trim_options,
-        ),
-    )
+    return run_sync(async_session, aguarded_trim_messages(async_session, messages, **options))
 
 
 async def aguarded_trim_messages(
@@ -246,19 +195,15 @@ async def aguarded_trim_messages(
     timeout: float | None = None,
     **trim_options: Any,
 ) -> tuple[list[BaseMessage], CompactionOutcome]:
-    """Async :func:`guarded_trim_messages`."""
-    async_session = unwrap(session)
-    before = to_messages(messages)
-    trimmed = trim_messages(list(messages), **trim_options)
-    outcome = await gate_compaction(
-        async_session,
-        before,
-        to_messages(trimmed),
-        veto_on=veto_on,
-        carry_scores=carry_scores,
-        partners=tool_partners(messages),
-        timeout=timeout,
+    """Async :func:`guarded_trim_messages`: the gate's options (see
+    :class:`~streams.sdk.compaction.GuardOptions`; ``token_counter`` is
+    ``trim_messages``'s), the rest for ``trim_messages``."""
+    guard = CompactionGuard(
+        session, veto_on=veto_on, carry_scores=carry_scores, raise_on=raise_on, timeout=timeout
     )
-    check_raise(outcome, raise_on)
+    before = to_messages(messages)  # first: it gives the messages their span ids
+    trimmed = trim_messages(list(messages), **trim_options)
+    outcome = await guard.gate(before, to_messages(trimmed), tool_partners(messages))
+    guard.check_raise(outcome)
     by_id = {m.id: m for m in (*messages, *trimmed)}
     return [by_id[m.id] for m in outcome.messages if m.id in by_id], outcome

@@ -19,18 +19,16 @@ the state. Faults go to the state's ``spanguard_faults`` (see
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Collection, Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Unpack
 
 from langchain_core.messages import BaseMessage
 from langgraph.graph import MessagesState
 
-from schemas import FaultKind
 from streams.sdk.adapters.langchain import fault_records, gate_messages
 from streams.sdk.adapters.lc_messages import to_messages
-from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
-from streams.sdk.compaction import DEFAULT_VETO, CompactionOutcome
-from streams.sdk.messages import TokenCounter
+from streams.sdk.bridge import AnySession, run_async, run_sync
+from streams.sdk.compaction import CompactionGuard, GuardOptions
 
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
 FAULTS_KEY = "spanguard_faults"
@@ -42,31 +40,24 @@ class SpanguardMessagesState(MessagesState):
     spanguard_faults: Annotated[list[dict[str, Any]], operator.add]
 
 
-class SpanguardHook:
-    """The pre-model hook: a callable node (sync graphs) with an async twin (``ahook``)."""
+class SpanguardHook(CompactionGuard):
+    """The pre-model hook: a callable node (sync graphs) with an async twin (``ahook``).
+
+    ``faults_key``: the state key the faults go to (None: not written); the other
+    options: :class:`~streams.sdk.compaction.GuardOptions`.
+    """
 
     def __init__(
         self,
         session: AnySession,
         compactor: Compactor | None = None,
         *,
-        veto_on: Collection[FaultKind] = DEFAULT_VETO,
-        carry_scores: bool = False,
-        raise_on: Collection[FaultKind] = (),
         faults_key: str | None = FAULTS_KEY,
-        token_counter: TokenCounter | None = None,
-        timeout: float | None = None,
+        **options: Unpack[GuardOptions],
     ) -> None:
-        self.session = unwrap(session)
+        super().__init__(session, **options)
         self.compactor = compactor
-        self.veto_on = frozenset(veto_on)
-        self.carry_scores = carry_scores
-        self.raise_on = frozenset(raise_on)
         self.faults_key = faults_key
-        self.token_counter = token_counter
-        self.timeout = timeout
-        self.outcomes: list[CompactionOutcome] = []
-        """Every gated compaction, in order."""
 
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
         """The node for sync graphs (``graph.invoke``)."""

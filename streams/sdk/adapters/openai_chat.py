@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, Unpack
 
 import orjson
 
-from schemas import FaultKind, IntegrityFault, text_sha256
-from streams.sdk.bridge import AnySession, unwrap
+from schemas import IntegrityFault, text_sha256
+from streams.sdk.bridge import AnySession
 from streams.sdk.compaction import (
-    DEFAULT_VETO,
+    CompactionGuard,
     CompactionOutcome,
+    GuardOptions,
     SpanguardFaultError,
-    gate_compaction,
 )
-from streams.sdk.messages import Message, TokenCounter
+from streams.sdk.messages import Message
 
 Item = Mapping[str, Any]
 
@@ -105,27 +105,14 @@ def _partners(items: Sequence[Item], ids: Sequence[str]) -> dict[str, list[str]]
     return partners
 
 
-class ChatGuard:
-    """Tracks an OpenAI-style list for a session and gates its compactions."""
+class ChatGuard(CompactionGuard):
+    """Tracks an OpenAI-style list for a session and gates its compactions.
 
-    def __init__(
-        self,
-        session: AnySession,
-        *,
-        veto_on: Collection[FaultKind] = DEFAULT_VETO,
-        carry_scores: bool = False,
-        raise_on: Collection[FaultKind] = (),
-        token_counter: TokenCounter | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        self.session = unwrap(session)
-        self.veto_on = frozenset(veto_on)
-        self.carry_scores = carry_scores
-        self.raise_on = frozenset(raise_on)
-        self.token_counter = token_counter
-        self.timeout = timeout
-        self.outcomes: list[CompactionOutcome] = []
-        """Every gated compaction, in order."""
+    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    """
+
+    def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:
+        super().__init__(session, **options)
         self._known: list[tuple[str, str]] = []
         """(fingerprint, span id) of the tracked list, in order."""
 
@@ -179,22 +166,16 @@ class ChatGuard:
         before_ids = self.ids(items)
         self._remember(items, before_ids)
         after_ids = self.ids(compacted)
-        outcome = await gate_compaction(
-            self.session,
+        outcome = await self.gate(
             self.messages(items, before_ids),
             self.messages(compacted, after_ids),
-            veto_on=self.veto_on,
-            carry_scores=self.carry_scores,
-            partners=_partners(items, before_ids),
-            timeout=self.timeout,
+            _partners(items, before_ids),
         )
-        self.outcomes.append(outcome)
         by_id = dict(zip(before_ids, items, strict=True))
         by_id.update(zip(after_ids, compacted, strict=True))
         result = [by_id[m.id] for m in outcome.messages]
         self._remember(result, [m.id for m in outcome.messages])
-        if any(kind in self.raise_on for kind in outcome.fault_kinds):
-            raise SpanguardFaultError(outcome, result)
+        self.check_raise(outcome, result)
         return result, outcome
 
 
@@ -228,7 +209,7 @@ class SpanguardAgentsSession:
         inner: AgentsSession,
         session: AnySession,
         compactor: ItemCompactor | None = None,
-        **guard_options: Any,
+        **guard_options: Unpack[GuardOptions],
     ) -> None:
         self.inner = inner
         self.session_id = inner.session_id

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.sdk import SpanguardClient
+from streams.sdk import CompactionOutcome, SpanguardClient
+
+TURNS = [
+    "My account 8841-C was charged twice for the same order.",
+    "Unrelated: what is a good name for a cat? " * 6,
+    "And how warm will it be tomorrow? " * 6,
+    "Thanks. Please close that account today.",
+]
+"""The user's turns: the last one refers to the account of the first ("that account")."""
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -49,6 +59,32 @@ async def make_client(args: argparse.Namespace) -> SpanguardClient:
     client = SpanguardClient.kafka(args.bootstrap, prefix, timeout=10)
     await client.connect()
     return client
+
+
+async def play(runnable: Any, thread_id: str) -> dict[str, Any]:
+    """Send :data:`TURNS` to a LangChain agent or LangGraph graph, on one thread (its
+    checkpointer keeps the state between turns); returns the last state."""
+    from langchain_core.messages import HumanMessage
+
+    config: Any = {"configurable": {"thread_id": thread_id}}
+    result: dict[str, Any] = {}
+    for text in TURNS:
+        result = await runnable.ainvoke({"messages": [HumanMessage(text)]}, config)
+    return result
+
+
+def report(outcomes: Iterable[CompactionOutcome], state: Mapping[str, Any]) -> None:
+    """Print what the guard did to each compaction, the context now and the faults."""
+    for outcome in outcomes:
+        decision = outcome.decision
+        print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
+        if decision is not None:
+            print(f"  decision {decision.action} committed={list(decision.committed)}")
+            print(f"  refused={decision.refused} timed_out={decision.timed_out} {decision.note}")
+    print("context now:")
+    for message in state["messages"]:
+        print(f"  {message.type:>5}: {message.text[:70]!r}")
+    print(f"faults: {[f['kind'] for f in state.get('spanguard_faults', [])]}")
 
 
 def run(main: object) -> None:

@@ -15,18 +15,11 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from sdk_common import make_client, parser, run
+from sdk_common import make_client, parser, play, report, run
 
 from streams.sdk.adapters.langchain import SpanguardMiddleware
-
-TURNS = [
-    "My account 8841-C was charged twice for the same order.",
-    "Unrelated: what is a good name for a cat? " * 6,
-    "And how warm will it be tomorrow? " * 6,
-    "Thanks. Please close that account today.",
-]
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -50,21 +43,7 @@ async def main() -> None:
     # The three lines: wrap the compactor, give the middleware to the agent, run.
     guard = SpanguardMiddleware(session, compactor=summarise)
     agent = create_agent(model, [], middleware=[guard], checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": session.session_id}}
-    result: dict[str, Any] = {}
-    for text in TURNS:
-        result = await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
-
-    for outcome in guard.outcomes:
-        decision = outcome.decision
-        print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
-        if decision is not None:
-            print(f"  decision {decision.action} committed={list(decision.committed)}")
-            print(f"  refused={decision.refused} timed_out={decision.timed_out} {decision.note}")
-    print("context now:")
-    for message in result["messages"]:
-        print(f"  {message.type:>5}: {message.text[:70]!r}")
-    print(f"faults: {[f['kind'] for f in result.get('spanguard_faults', [])]}")
+    report(guard.outcomes, await play(agent, session.session_id))
     await session.close()
     await client.close()
 

@@ -16,16 +16,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from sdk_common import make_client, parser, run
+from sdk_common import make_client, parser, play, report, run
 
 from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre_model_hook
-
-TURNS = [
-    "My account 8841-C was charged twice for the same order.",
-    "Unrelated: what is a good name for a cat? " * 6,
-    "And how warm will it be tomorrow? " * 6,
-    "Thanks. Please close that account today.",
-]
 
 
 def summarise(messages: list[BaseMessage]) -> list[BaseMessage] | None:
@@ -54,20 +47,7 @@ async def main() -> None:
     graph.add_edge("agent", END)
     compiled = graph.compile(checkpointer=InMemorySaver())
 
-    config: Any = {"configurable": {"thread_id": session.session_id}}
-    result: dict[str, Any] = {}
-    for text in TURNS:
-        result = await compiled.ainvoke({"messages": [HumanMessage(text)]}, config)
-
-    for outcome in hook.outcomes:
-        decision = outcome.decision
-        print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
-        if decision is not None:
-            print(f"  decision {decision.action} refused={decision.refused} {decision.note}")
-    print("context now:")
-    for message in result["messages"]:
-        print(f"  {message.type:>5}: {message.text[:70]!r}")
-    print(f"faults: {[f['kind'] for f in result.get('spanguard_faults', [])]}")
+    report(hook.outcomes, await play(compiled, session.session_id))
     await session.close()
     await client.close()
 

@@ -15,16 +15,9 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
-from sdk_common import make_client, parser, run
+from sdk_common import TURNS, make_client, parser, run
 
 from streams.sdk.adapters.openai_chat import ChatGuard, SpanguardAgentsSession, item_text
-
-TURNS = [
-    "My account 8841-C was charged twice for the same order.",
-    "Unrelated: what is a good name for a cat? " * 6,
-    "And how warm will it be tomorrow? " * 6,
-    "Thanks. Please close that account today.",
-]
 
 
 class ScriptedModel(Model):

@@ -7,7 +7,7 @@ when both directories are collected ("Plugin already registered").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,72 @@ def scripted_chat_model() -> Callable[[Sequence[Any]], Any]:
 def scenario() -> dict[str, Any]:
     """The texts of the shared scenario."""
     return {"account": ACCOUNT_TURN, "chatter": CHATTER, "referring": REFERRING_TURN}
+
+
+def _turns(chatter: int) -> list[str]:
+    return [ACCOUNT_TURN, *CHATTER[:chatter], REFERRING_TURN]
+
+
+# One thread of the agent or graph: its checkpointer keeps the state between turns.
+THREAD: Any = {"configurable": {"thread_id": "t-1"}}
+
+
+@pytest.fixture
+def play() -> Callable[..., dict[str, Any]]:
+    """Play the scenario's turns (``chatter``: how many chatter turns) on one thread of a
+    LangChain agent or LangGraph graph (``invoke``); returns the last state."""
+    from langchain_core.messages import HumanMessage
+
+    def run(runnable: Any, *, chatter: int = len(CHATTER)) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for text in _turns(chatter):
+            state = runnable.invoke({"messages": [HumanMessage(text)]}, THREAD)
+        return state
+
+    return run
+
+
+@pytest.fixture
+def aplay() -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    """:func:`play` for async agents and graphs (``ainvoke``)."""
+    from langchain_core.messages import HumanMessage
+
+    async def run(runnable: Any) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for text in _turns(len(CHATTER)):
+            state = await runnable.ainvoke({"messages": [HumanMessage(text)]}, THREAD)
+        return state
+
+    return run
+
+
+@pytest.fixture
+def account_tool() -> Any:
+    """The agents' one tool: looks the scenario's account up."""
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup_account(account: str) -> str:
+        """Look an account up."""
+        return f"Account {account}: two charges of 40 EUR for order 55012."
+
+    return lookup_account
+
+
+@pytest.fixture
+def agent_script() -> Callable[[int], list[Any]]:
+    """The model's answers for ``turns`` turns: a call of the account tool on the first
+    turn, then plain replies."""
+    from langchain_core.messages import AIMessage
+
+    def script(turns: int) -> list[Any]:
+        call = AIMessage(
+            content="",
+            tool_calls=[{"name": "lookup_account", "args": {"account": "8841-C"}, "id": "call-1"}],
+        )
+        return [call, *(AIMessage(content=f"Noted (turn {n}).") for n in range(turns + 1))]
+
+    return script
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -7,18 +7,17 @@ LangChain's own ``SummarizationMiddleware`` (a scripted summariser), wrapped by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from schemas import FaultKind
-from streams.sdk import SpanguardClient
+from streams.sdk import Session, SpanguardClient
 from streams.sdk.adapters.langchain import (
     SpanguardFaultError,
     SpanguardMiddleware,
@@ -26,36 +25,59 @@ from streams.sdk.adapters.langchain import (
 )
 
 Model = Callable[[Sequence[Any]], Any]
+Play = Callable[..., dict[str, Any]]
+SUMMARY = "The user chatted about pets, weather and books."
 
 
-@tool
-def lookup_account(account: str) -> str:
-    """Look an account up."""
-    return f"Account {account}: two charges of 40 EUR for order 55012."
+@pytest.fixture
+def agent(
+    scripted_chat_model: Model, agent_script: Callable[[int], list[Any]], account_tool: Any
+) -> Callable[..., Any]:
+    """An agent with ``middleware`` whose model answers ``turns`` turns."""
+
+    def make(middleware: Sequence[AgentMiddleware[Any, Any]], turns: int = 6) -> Any:
+        return create_agent(
+            scripted_chat_model(agent_script(turns)),
+            [account_tool],
+            middleware=list(middleware),
+            checkpointer=InMemorySaver(),
+        )
+
+    return make
 
 
-def _script(turns: int) -> list[AIMessage]:
-    """The model's answers: a tool call on the first turn, then plain replies."""
-    call = AIMessage(
-        content="",
-        tool_calls=[{"name": "lookup_account", "args": {"account": "8841-C"}, "id": "call-1"}],
-    )
-    return [call, *(AIMessage(content=f"Noted (turn {n}).") for n in range(turns + 1))]
+@pytest.fixture
+def summariser(scripted_chat_model: Model) -> Callable[[str], SummarizationMiddleware]:
+    """LangChain's ``SummarizationMiddleware`` with a scripted summariser: whatever it is
+    given, it answers ``summary`` (at 11 messages, keeping the last two)."""
+
+    def make(summary: str) -> SummarizationMiddleware:
+        return SummarizationMiddleware(
+            scripted_chat_model([]),
+            trigger=("messages", 11),
+            keep=("messages", 2),
+            summarizer=lambda messages: summary,
+        )
+
+    return make
 
 
-def _summariser(summary: str) -> Callable[[list[BaseMessage]], str]:
-    # A scripted summariser: whatever it is given, it answers ``summary``.
-    return lambda messages: summary
+Guarded = tuple[Session, SpanguardMiddleware, Any]
 
 
-def _run(agent: Any, scenario: dict[str, Any]) -> dict[str, Any]:
-    """Play the scenario's turns on one thread of the agent (its checkpointer keeps the
-    state between turns); return the last result."""
-    config: Any = {"configurable": {"thread_id": "t-1"}}
-    state: dict[str, Any] = {}
-    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
-        state = agent.invoke({"messages": [HumanMessage(text)]}, config)
-    return state
+@pytest.fixture
+def guarded_agent(
+    agent: Callable[..., Any], summariser: Callable[[str], SummarizationMiddleware]
+) -> Callable[..., Guarded]:
+    """(session, guard, agent): the summariser of ``summary`` wrapped by the guard, on a
+    fresh offline session ``session_id``."""
+
+    def make(session_id: str, summary: str, raise_on: Collection[FaultKind] = ()) -> Guarded:
+        session = SpanguardClient.offline().session(session_id)
+        guard = SpanguardMiddleware(session, compactor=summariser(summary), raise_on=raise_on)
+        return session, guard, agent([guard])
+
+    return make
 
 
 def _texts(messages: list[BaseMessage]) -> list[str]:
@@ -63,25 +85,11 @@ def _texts(messages: list[BaseMessage]) -> list[str]:
 
 
 def test_summary_that_drops_the_referred_account_keeps_it_pinned(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    guarded_agent: Callable[..., Guarded], play: Play, scenario: dict[str, Any]
 ) -> None:
-    client = SpanguardClient.offline()
-    session = client.session("lc-pin")
-    summarise = SummarizationMiddleware(
-        scripted_chat_model([]),
-        trigger=("messages", 11),
-        keep=("messages", 2),
-        summarizer=_summariser("The user chatted about pets, weather and books."),
-    )
-    guard = SpanguardMiddleware(session, compactor=summarise)
-    agent = create_agent(
-        scripted_chat_model(_script(6)),
-        [lookup_account],
-        middleware=[guard],
-        checkpointer=InMemorySaver(),
-    )
+    session, guard, agent = guarded_agent("lc-pin", SUMMARY)
 
-    result = _run(agent, scenario)
+    result = play(agent)
 
     [outcome] = guard.outcomes
     assert outcome.applied
@@ -102,45 +110,20 @@ def test_summary_that_drops_the_referred_account_keeps_it_pinned(
 
 
 def test_without_the_guard_the_same_summary_loses_the_account(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    agent: Callable[..., Any], summariser: Callable[[str], SummarizationMiddleware], play: Play
 ) -> None:
     # The control: LangChain's middleware alone drops what the last turn refers to.
-    summarise = SummarizationMiddleware(
-        scripted_chat_model([]),
-        trigger=("messages", 11),
-        keep=("messages", 2),
-        summarizer=_summariser("The user chatted about pets, weather and books."),
-    )
-    agent = create_agent(
-        scripted_chat_model(_script(6)),
-        [lookup_account],
-        middleware=[summarise],
-        checkpointer=InMemorySaver(),
-    )
-    texts = _texts(_run(agent, scenario)["messages"])
+    texts = _texts(play(agent([summariser(SUMMARY)]))["messages"])
     assert not any("8841-C" in t for t in texts)
 
 
 def test_empty_summary_is_vetoed_and_the_messages_stay(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    guarded_agent: Callable[..., Guarded], play: Play, scenario: dict[str, Any]
 ) -> None:
-    client = SpanguardClient.offline()
-    session = client.session("lc-empty")
-    summarise = SummarizationMiddleware(
-        scripted_chat_model([]),
-        trigger=("messages", 11),
-        keep=("messages", 2),
-        summarizer=_summariser(""),  # the summariser failed: an empty answer
-    )
-    guard = SpanguardMiddleware(session, compactor=summarise)
-    agent = create_agent(
-        scripted_chat_model(_script(6)),
-        [lookup_account],
-        middleware=[guard],
-        checkpointer=InMemorySaver(),
-    )
+    # The summariser failed: an empty answer.
+    _, guard, agent = guarded_agent("lc-empty", "")
 
-    result = _run(agent, scenario)
+    result = play(agent)
 
     kinds = [f["kind"] for f in result["spanguard_faults"]]
     assert FaultKind.EMPTY_SUMMARY in kinds
@@ -189,7 +172,7 @@ class _Scorer(AgentMiddleware[Any, Any]):
 
 @pytest.mark.parametrize("carry_scores", [True, False])
 def test_rewrite_that_keeps_stale_scores_raises_the_fault(
-    scripted_chat_model: Model, scenario: dict[str, Any], carry_scores: bool
+    agent: Callable[..., Any], play: Play, carry_scores: bool
 ) -> None:
     client = SpanguardClient.offline()
     session = client.session(f"lc-stale-{carry_scores}")
@@ -197,14 +180,8 @@ def test_rewrite_that_keeps_stale_scores_raises_the_fault(
         session, compactor=_CondenseToolResults(), carry_scores=carry_scores
     )
     reporter = SpanguardMiddleware(session)  # reports every model call
-    agent = create_agent(
-        scripted_chat_model(_script(3)),
-        [lookup_account],
-        middleware=[reporter, _Scorer(reporter), guard],
-        checkpointer=InMemorySaver(),
-    )
 
-    result = _run(agent, {**scenario, "chatter": scenario["chatter"][:1]})
+    result = play(agent([reporter, _Scorer(reporter), guard], turns=3), chatter=1)
 
     kinds = [f["kind"] for f in result.get("spanguard_faults", [])]
     if carry_scores:
@@ -215,50 +192,21 @@ def test_rewrite_that_keeps_stale_scores_raises_the_fault(
 
 
 def test_raise_on_stops_the_agent_with_the_fault(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    guarded_agent: Callable[..., Guarded], play: Play
 ) -> None:
-    client = SpanguardClient.offline()
-    session = client.session("lc-raise")
-    summarise = SummarizationMiddleware(
-        scripted_chat_model([]),
-        trigger=("messages", 11),
-        keep=("messages", 2),
-        summarizer=_summariser(""),
-    )
-    guard = SpanguardMiddleware(session, compactor=summarise, raise_on={FaultKind.EMPTY_SUMMARY})
-    agent = create_agent(
-        scripted_chat_model(_script(6)),
-        [lookup_account],
-        middleware=[guard],
-        checkpointer=InMemorySaver(),
-    )
+    _, _, agent = guarded_agent("lc-raise", "", raise_on={FaultKind.EMPTY_SUMMARY})
     with pytest.raises(SpanguardFaultError) as raised:
-        _run(agent, scenario)
+        play(agent)
     assert raised.value.outcome.vetoed_by == (FaultKind.EMPTY_SUMMARY,)
 
 
 async def test_async_agent_gets_the_same_pins(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    guarded_agent: Callable[..., Guarded],
+    aplay: Callable[[Any], Awaitable[dict[str, Any]]],
+    scenario: dict[str, Any],
 ) -> None:
-    client = SpanguardClient.offline()
-    session = client.session("lc-async")
-    summarise = SummarizationMiddleware(
-        scripted_chat_model([]),
-        trigger=("messages", 11),
-        keep=("messages", 2),
-        summarizer=_summariser("The user chatted about pets, weather and books."),
-    )
-    guard = SpanguardMiddleware(session, compactor=summarise)
-    agent = create_agent(
-        scripted_chat_model(_script(6)),
-        [lookup_account],
-        middleware=[guard],
-        checkpointer=InMemorySaver(),
-    )
-    config: Any = {"configurable": {"thread_id": "t-1"}}
-    state: dict[str, Any] = {}
-    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
-        state = await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+    _, guard, agent = guarded_agent("lc-async", SUMMARY)
+    state = await aplay(agent)
     [outcome] = guard.outcomes
     assert outcome.applied and outcome.kept
     assert scenario["account"] in _texts(state["messages"])

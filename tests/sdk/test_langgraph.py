@@ -7,55 +7,47 @@ is a scripted summariser; the client is offline (the engine in process).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from schemas import FaultKind
 from streams.sdk import SpanguardClient
-from streams.sdk.adapters.langgraph import (
-    SpanguardHook,
-    SpanguardMessagesState,
-    spanguard_pre_model_hook,
-)
+from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre_model_hook
 
 Model = Callable[[Sequence[Any]], Any]
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
+Play = Callable[..., dict[str, Any]]
 
 
-@tool
-def lookup_account(account: str) -> str:
-    """Look an account up."""
-    return f"Account {account}: two charges of 40 EUR for order 55012."
+@pytest.fixture
+def graph(account_tool: Any) -> Callable[..., Any]:
+    """The classic agent loop (hook -> model -> tools -> hook ...) around ``model``, with
+    ``hook`` as its pre-model node; the model node is async when ``asynchronous``."""
 
+    def build(model: Any, hook: Any, *, asynchronous: bool = False) -> Any:
+        def agent(state: SpanguardMessagesState) -> dict[str, Any]:
+            return {"messages": [model.invoke(state["messages"])]}
 
-def _script(turns: int) -> list[AIMessage]:
-    call = AIMessage(
-        content="",
-        tool_calls=[{"name": "lookup_account", "args": {"account": "8841-C"}, "id": "call-1"}],
-    )
-    return [call, *(AIMessage(content=f"Noted (turn {n}).") for n in range(turns + 1))]
+        async def aagent(state: SpanguardMessagesState) -> dict[str, Any]:
+            return {"messages": [await model.ainvoke(state["messages"])]}
 
+        built = StateGraph(SpanguardMessagesState)
+        built.add_node("pre_model_hook", hook)
+        built.add_node("agent", aagent if asynchronous else agent)
+        built.add_node("tools", ToolNode([account_tool]))
+        built.add_edge(START, "pre_model_hook")
+        built.add_edge("pre_model_hook", "agent")
+        built.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+        built.add_edge("tools", "pre_model_hook")
+        return built.compile(checkpointer=InMemorySaver())
 
-def _graph(model: Any, hook: SpanguardHook) -> Any:
-    def agent(state: SpanguardMessagesState) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(SpanguardMessagesState)
-    graph.add_node("pre_model_hook", hook)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode([lookup_account]))
-    graph.add_edge(START, "pre_model_hook")
-    graph.add_edge("pre_model_hook", "agent")
-    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
-    graph.add_edge("tools", "pre_model_hook")
-    return graph.compile(checkpointer=InMemorySaver())
+    return build
 
 
 def _summariser(summary: str, at: int) -> Compactor:
@@ -69,24 +61,22 @@ def _summariser(summary: str, at: int) -> Compactor:
     return compact
 
 
-def _run(graph: Any, scenario: dict[str, Any]) -> dict[str, Any]:
-    config: Any = {"configurable": {"thread_id": "t-1"}}
-    state: dict[str, Any] = {}
-    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
-        state = graph.invoke({"messages": [HumanMessage(text)]}, config)
-    return state
-
-
 def _texts(state: dict[str, Any]) -> list[str]:
     return [str(m.text) for m in state["messages"]]
 
 
+@pytest.fixture
+def model(scripted_chat_model: Model, agent_script: Callable[[int], list[Any]]) -> Any:
+    """The scripted model for six turns."""
+    return scripted_chat_model(agent_script(6))
+
+
 def test_summary_that_drops_the_referred_account_keeps_it_pinned(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    model: Any, graph: Callable[..., Any], play: Play, scenario: dict[str, Any]
 ) -> None:
     session = SpanguardClient.offline().session("lg-pin")
     hook = spanguard_pre_model_hook(session, _summariser("Summary: small talk.", at=11))
-    result = _run(_graph(scripted_chat_model(_script(6)), hook), scenario)
+    result = play(graph(model, hook))
 
     [outcome] = hook.outcomes
     assert outcome.applied and outcome.decision is not None
@@ -101,11 +91,11 @@ def test_summary_that_drops_the_referred_account_keeps_it_pinned(
 
 
 def test_empty_summary_is_vetoed_and_the_messages_stay(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    model: Any, graph: Callable[..., Any], play: Play, scenario: dict[str, Any]
 ) -> None:
     session = SpanguardClient.offline().session("lg-empty")
     hook = spanguard_pre_model_hook(session, _summariser("", at=11))
-    result = _run(_graph(scripted_chat_model(_script(6)), hook), scenario)
+    result = play(graph(model, hook))
 
     assert FaultKind.EMPTY_SUMMARY in [f["kind"] for f in result["spanguard_faults"]]
     texts = _texts(result)
@@ -127,7 +117,11 @@ def _condense_tool_results(messages: list[BaseMessage]) -> list[BaseMessage] | N
 
 @pytest.mark.parametrize("carry_scores", [True, False])
 def test_rewrite_that_keeps_stale_scores_raises_the_fault(
-    scripted_chat_model: Model, scenario: dict[str, Any], carry_scores: bool
+    scripted_chat_model: Model,
+    agent_script: Callable[[int], list[Any]],
+    graph: Callable[..., Any],
+    play: Play,
+    carry_scores: bool,
 ) -> None:
     session = SpanguardClient.offline().session(f"lg-stale-{carry_scores}")
     scored: set[str] = set()
@@ -149,8 +143,7 @@ def test_rewrite_that_keeps_stale_scores_raises_the_fault(
         reporter(state)
         return hook(state)
 
-    graph = _graph(scripted_chat_model(_script(3)), both)  # type: ignore[arg-type]
-    result = _run(graph, {**scenario, "chatter": scenario["chatter"][:1]})
+    result = play(graph(scripted_chat_model(agent_script(3)), both), chatter=1)
 
     kinds = [f["kind"] for f in result.get("spanguard_faults", [])]
     if carry_scores:
@@ -161,29 +154,14 @@ def test_rewrite_that_keeps_stale_scores_raises_the_fault(
 
 
 async def test_async_graph_gets_the_same_pins(
-    scripted_chat_model: Model, scenario: dict[str, Any]
+    model: Any,
+    graph: Callable[..., Any],
+    aplay: Callable[[Any], Awaitable[dict[str, Any]]],
+    scenario: dict[str, Any],
 ) -> None:
     session = SpanguardClient.offline().session("lg-async")
     hook = spanguard_pre_model_hook(session, _summariser("Summary: small talk.", at=11))
-
-    model = scripted_chat_model(_script(6))
-
-    async def agent(state: SpanguardMessagesState) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    graph = StateGraph(SpanguardMessagesState)
-    graph.add_node("pre_model_hook", hook.ahook)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode([lookup_account]))
-    graph.add_edge(START, "pre_model_hook")
-    graph.add_edge("pre_model_hook", "agent")
-    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
-    graph.add_edge("tools", "pre_model_hook")
-    compiled = graph.compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t-1"}}
-    state: dict[str, Any] = {}
-    for text in [scenario["account"], *scenario["chatter"], scenario["referring"]]:
-        state = await compiled.ainvoke({"messages": [HumanMessage(text)]}, config)
+    state = await aplay(graph(model, hook.ahook, asynchronous=True))
     [outcome] = hook.outcomes
     assert outcome.applied and outcome.kept
     assert scenario["account"] in _texts(state)

@@ -91,25 +91,29 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     retention = fleet.settings.retention_windows
 
+    def tenant_filter(view: Any, request: Any) -> tuple[Callable[[str], bool] | None, Any]:
+        """(the tenants a /fleet request may read, None), else (None, the 401 or 403)."""
+        scope, refusal = scope_of(view, request)
+        if scope is None:
+            return None, refusal
+        allowed = _allowed(scope, request.query.get("tenant"))
+        if allowed is None:
+            return None, forbidden(view, "this tenant")
+        return allowed, None
+
     class FleetLocal(faust.web.View):
         async def get(self, request: Any) -> Any:
-            scope, refusal = scope_of(self, request)
-            if scope is None:
-                return refusal
-            allowed = _allowed(scope, request.query.get("tenant"))
+            allowed, refusal = tenant_filter(self, request)
             if allowed is None:
-                return forbidden(self, "this tenant")
+                return refusal
             windows = _int_param(request, "windows", 1, 0, retention)
             return self.json(fleet.local_view(windows, allowed), headers=_no_store())
 
     class FleetAll(faust.web.View):
         async def get(self, request: Any) -> Any:
-            scope, refusal = scope_of(self, request)
-            if scope is None:
-                return refusal
-            allowed = _allowed(scope, request.query.get("tenant"))
+            allowed, refusal = tenant_filter(self, request)
             if allowed is None:
-                return forbidden(self, "this tenant")
+                return refusal
             windows = _int_param(request, "windows", 1, 0, retention)
             tenants = _int_param(request, "tenants", MAX_TENANTS, 1, 100_000)
             parts, unreachable = await _gather_parts(fleet, request, windows, allowed)
@@ -120,7 +124,7 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
         if request.query.get("local") is None:
             # The state lives on the worker that owns the session's partition; the
             # recent records may be spread over the workers that owned it before.
-            answers = await _ask_peers(fleet, request, tenant, session_id)
+            answers = await _session_from_peers(fleet, request, tenant, session_id)
             found = merge_session_views([v for v in (found, *answers) if v is not None])
         if found is not None:
             return view.json(found, headers=_no_store())
@@ -188,60 +192,53 @@ async def _gather_parts(
 ) -> tuple[list[dict[str, Any]], int]:
     """This worker's part and every peer's ``/fleet/local``; peers that do not answer
     in time are counted as unreachable (the view is then partial)."""
+    tenant_query = {"tenant": request.query["tenant"]} if "tenant" in request.query else {}
+    query = {"windows": windows, **tenant_query}
+    peers = await _ask_peers(
+        fleet, request, lambda url: url.with_path("/fleet/local").with_query(query), "fleet view"
+    )
+    parts = [fleet.local_view(windows, allowed), *(p for p in peers if p is not None)]
+    return parts, sum(1 for p in peers if p is None)
+
+
+async def _session_from_peers(
+    fleet: Fleet, request: Any, tenant: str, session_id: str
+) -> list[dict[str, Any]]:
+    """Every other live worker's own view of the session (``?local=1``), in parallel;
+    workers that do not know it or do not answer in time give nothing."""
+    path = f"/sessions/{quote(tenant, safe='')}/{quote(session_id, safe='')}"
+    answers = await _ask_peers(
+        fleet,
+        request,
+        lambda url: url.with_path(path, encoded=True).with_query(local=1),
+        "session inspector",
+    )
+    return [a for a in answers if a is not None]
+
+
+async def _ask_peers(
+    fleet: Fleet, request: Any, address: Callable[[URL], URL], what: str
+) -> list[dict[str, Any] | None]:
+    """GET ``address(peer)`` of every other live worker, in parallel, with the caller's
+    token (each peer filters to the same scope): each answer's JSON object, or None
+    when the peer answers otherwise than 200 or not in time."""
     app = fleet.topology.app
     headers = {}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
     timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-    tenant_query = {"tenant": request.query["tenant"]} if "tenant" in request.query else {}
 
-    async def fetch(url: URL) -> dict[str, Any] | None:
+    async def ask(url: URL) -> dict[str, Any] | None:
         try:
-            # The caller's token goes along: each peer filters to the same scope.
-            query = {"windows": windows, **tenant_query}
             async with app.http_client.get(
-                url.with_path("/fleet/local").with_query(query),
-                headers=headers,
-                timeout=timeout,
+                address(url), headers=headers, timeout=timeout
             ) as response:
                 if response.status != 200:
                     return None
                 data = await response.json()
                 return data if isinstance(data, dict) else None
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            log.warning("fleet view: worker %s did not answer: %s", url, exc)
+            log.warning("%s: worker %s did not answer: %s", what, url, exc)
             return None
 
-    peers = await asyncio.gather(*(fetch(url) for url in peer_urls(fleet)))
-    parts = [fleet.local_view(windows, allowed), *(p for p in peers if p is not None)]
-    return parts, sum(1 for p in peers if p is None)
-
-
-async def _ask_peers(
-    fleet: Fleet, request: Any, tenant: str, session_id: str
-) -> list[dict[str, Any]]:
-    """Every other live worker's own view of the session (``?local=1``), in parallel;
-    workers that do not know it or do not answer in time give nothing."""
-    app = fleet.topology.app
-    headers = {}
-    if "Authorization" in request.headers:
-        headers["Authorization"] = request.headers["Authorization"]
-    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-    path = f"/sessions/{quote(tenant, safe='')}/{quote(session_id, safe='')}"
-
-    async def ask(url: URL) -> dict[str, Any] | None:
-        try:
-            async with app.http_client.get(
-                url.with_path(path, encoded=True).with_query(local=1),
-                headers=headers,
-                timeout=timeout,
-            ) as response:
-                if response.status == 200:
-                    data = await response.json()
-                    return data if isinstance(data, dict) else None
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            log.warning("session inspector: worker %s did not answer: %s", url, exc)
-        return None
-
-    answers = await asyncio.gather(*(ask(url) for url in peer_urls(fleet)))
-    return [a for a in answers if a is not None]
+    return list(await asyncio.gather(*(ask(url) for url in peer_urls(fleet))))

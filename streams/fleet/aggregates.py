@@ -177,18 +177,18 @@ class WindowCounts:
 
     def by_kind(self) -> dict[str, int]:
         """Faults per kind."""
-        out: dict[str, int] = {}
-        for key, n in self.faults.items():
-            kind = key.split("|", 1)[0]
-            out[kind] = out.get(kind, 0) + n
-        return out
+        return self._faults_by(0)
 
     def by_severity(self) -> dict[str, int]:
         """Faults per severity."""
+        return self._faults_by(1)
+
+    def _faults_by(self, part: int) -> dict[str, int]:
+        # A fault's key is "kind|severity"; ``part`` picks one of the two.
         out: dict[str, int] = {}
         for key, n in self.faults.items():
-            severity = key.split("|", 1)[1]
-            out[severity] = out.get(severity, 0) + n
+            name = key.split("|", 1)[part]
+            out[name] = out.get(name, 0) + n
         return out
 
     @property

@@ -1,9 +1,8 @@
-"""Fleet workers as real subprocesses on the test broker, their settings, reading
-their alerts, and a stand-in for Alertmanager's API."""
+"""Fleet workers as real subprocesses on the test broker (a :class:`Pipeline` with their
+settings), reading their alerts, and a stand-in for Alertmanager's API."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -17,12 +16,12 @@ from typing import Any
 
 import orjson
 
-from streams.app.processes import WorkerProcess, spawn_worker
+from streams.app.processes import WorkerProcess
 from streams.fleet.config import FleetSettings
 from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.rules import parse_rules
-from streams.kafka_io.traces import OutputReader
 from tests.fleet.traces import Run
+from tests.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_YAML = """
@@ -40,10 +39,9 @@ TOKEN_TENANT = "tenant-0"
 GRACE_SECONDS = 5.0
 
 
-def fleet_env(
-    bootstrap: str, prefix: str, tmp: Path, name: str, port: int, hook: str, idle: float
-) -> dict[str, str]:
-    """The environment of one fleet worker (web server on ``port``, API token set)."""
+def fleet_pipeline(bootstrap: str, prefix: str, tmp: Path, hook: str, idle: float) -> Pipeline:
+    """A pipeline of fleet workers: web server and API token on, fleet monitoring with
+    :data:`RULES_YAML`, alerts posted to ``hook`` (start them with :func:`start_fleet_worker`)."""
     rules = tmp / "rules.yaml"
     rules.write_text(RULES_YAML, encoding="utf-8")
     fleet = FleetSettings(
@@ -56,18 +54,18 @@ def fleet_env(
     )
     settings = json.loads(fleet.model_dump_json())  # secrets are masked in a dump: set it
     settings["api_tokens"] = [{"token": TENANT_TOKEN, "tenants": [TOKEN_TENANT]}]
-    return {
-        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
-        "SPANGUARD_TOPIC_PREFIX": prefix,
-        "SPANGUARD_APP_ID": f"{prefix}-app",
-        "SPANGUARD_DATA_DIR": str(tmp / f"data-{name}"),
-        "SPANGUARD_SESSION_TIMEOUT": "3",
+    env = {
         "SPANGUARD_WEB_ENABLED": "true",
         "SPANGUARD_WEB_HOST": "127.0.0.1",
-        "SPANGUARD_WEB_PORT": str(port),
         "SPANGUARD_API_TOKEN": TOKEN,
         "SPANGUARD_FLEET": json.dumps(settings),
     }
+    return Pipeline(bootstrap, prefix, tmp, env, journal=False)
+
+
+def start_fleet_worker(pipeline: Pipeline, name: str, port: int) -> WorkerProcess:
+    """Start fleet worker ``name`` with its web server on ``port``."""
+    return pipeline.start_worker(name, env={"SPANGUARD_WEB_PORT": str(port)})
 
 
 def expected_alerts(replay: Run) -> list[tuple[str, str, str, str]]:
@@ -82,33 +80,19 @@ def expected_alerts(replay: Run) -> list[tuple[str, str, str, str]]:
 
 
 def read_alerts(
-    bootstrap: str, topic: str, want: int, timeout: float = 150.0, idle: float = 4.0
+    pipeline: Pipeline, want: int, timeout: float = 150.0, idle: float = 4.0
 ) -> list[dict[str, Any]]:
-    """Every record of ``topic`` from the start, once ``want`` arrived and nothing new
-    came for ``idle`` seconds (fails after ``timeout``)."""
+    """Every record of the pipeline's alerts topic from the start, once ``want`` arrived
+    and nothing new came for ``idle`` seconds (fails after ``timeout``)."""
 
-    async def read() -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        async with OutputReader(bootstrap, [topic]) as reader:
-            last_new = time.monotonic()
-            while True:
-                batch = await reader.poll(timeout_ms=250)
-                if batch:
-                    found.extend(orjson.loads(r.value) for r in batch)
-                    last_new = time.monotonic()
-                elif len(found) >= want and time.monotonic() - last_new >= idle:
-                    return found
-                if time.monotonic() > deadline:
-                    seen = sorted((a["rule"], a["tenant"], a["status"]) for a in found)
-                    raise AssertionError(f"{len(found)} of {want} alerts after {timeout}s: {seen}")
+    def seen(records: list[bytes]) -> str:
+        alerts = sorted((a["rule"], a["tenant"], a["status"]) for a in map(orjson.loads, records))
+        return f"{len(records)} of {want} alerts: {alerts}"
 
-    return asyncio.run(read())
-
-
-def spawn_fleet_worker(name: str, env: dict[str, str], log: Path, cwd: Path) -> WorkerProcess:
-    """Start a real ``spanguard worker`` (fleet monitoring is on by default)."""
-    return spawn_worker(name, env, log, cwd=cwd)
+    records = pipeline.read_topics(
+        [pipeline.topic("alerts")], lambda found: len(found) >= want, timeout, idle, seen
+    )
+    return [orjson.loads(r) for r in records]
 
 
 @dataclass

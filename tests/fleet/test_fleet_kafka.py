@@ -4,7 +4,6 @@ routed to the session's worker, and the dashboard in headless Chromium."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 import urllib.parse
@@ -21,8 +20,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import IntegrityFault
-from streams.app.processes import WorkerProcess
-from streams.kafka_io.traces import produce_lines
 from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
@@ -33,13 +30,14 @@ from tests.fleet.cluster import (
     Http,
     WebhookReceiver,
     expected_alerts,
-    fleet_env,
+    fleet_pipeline,
     read_alerts,
-    spawn_fleet_worker,
+    start_fleet_worker,
 )
 from tests.fleet.monitoring_stack import alertmanager, dashboard_queries, http_json, prometheus
 from tests.fleet.png import read_png
 from tests.fleet.traces import Run, run, shifted
+from tests.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -57,16 +55,11 @@ SCREENSHOT = ROOT / "artifacts" / "dashboard.png"
 class Cluster:
     """Two fleet workers, the trace they processed and its replay."""
 
-    bootstrap: str
-    prefix: str
+    pipeline: Pipeline
     lines: list[bytes]
     replay: Run
     webhook: WebhookReceiver
-    workers: list[WorkerProcess] = field(default_factory=list)
     http: list[Http] = field(default_factory=list)
-
-    def topic(self, suffix: str) -> str:
-        return f"{self.prefix}.{suffix}"
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +72,20 @@ def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     lines = shifted(demo_fleet(24), start)
     webhook = WebhookReceiver()
     hook = webhook.start()
-    made = Cluster(kafka_bootstrap, prefix, lines, run(lines), webhook)
+    pipeline = fleet_pipeline(kafka_bootstrap, prefix, tmp, hook, IDLE_SECONDS)
+    made = Cluster(pipeline, lines, run(lines), webhook)
     try:
         for name, port in zip(("a", "b"), free_ports(2), strict=True):
-            env = fleet_env(kafka_bootstrap, prefix, tmp, name, port, hook, IDLE_SECONDS)
-            made.workers.append(spawn_fleet_worker(name, env, tmp / f"worker-{name}.log", tmp))
+            start_fleet_worker(pipeline, name, port)
             made.http.append(Http(port, TOKEN))
-        for worker in made.workers:
+        for worker in pipeline.workers:
             worker.wait_ready(timeout=120)
         for http in made.http:
             http.wait_ready()
-        asyncio.run(produce_lines(kafka_bootstrap, made.topic("events"), lines))
+        pipeline.produce(lines)
         yield made
     finally:
-        for worker in made.workers:
+        for worker in pipeline.workers:
             worker.stop(timeout=30)
         webhook.stop()
 
@@ -254,7 +247,7 @@ def test_alerts_are_fleet_wide_and_sent_exactly_once(cluster: Cluster) -> None:
     want = {(r, t, s) for r in FIRING_RULES for t in TENANTS for s in ("firing", "resolved")}
     assert {(rule, tenant, status) for _, rule, tenant, status in expected} == want
 
-    alerts = read_alerts(cluster.bootstrap, cluster.topic("alerts"), len(expected))
+    alerts = read_alerts(cluster.pipeline, len(expected))
     got = Counter((a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in alerts)
     assert all(n == 1 for n in got.values()), f"sent more than once: {got}"
     assert sorted(got) == expected

@@ -6,7 +6,6 @@ states from the changelogs, sends no alert twice, and resolves each alert once
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
@@ -16,15 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka_io.traces import produce_lines
 from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     WebhookReceiver,
     expected_alerts,
-    fleet_env,
+    fleet_pipeline,
     read_alerts,
-    spawn_fleet_worker,
+    start_fleet_worker,
 )
 from tests.fleet.traces import run, shifted
 
@@ -42,29 +40,25 @@ def test_alert_state_is_restored_after_a_crash(kafka_bootstrap: str, tmp_path: P
     firing_at_once = [e for e in expected if e[3] == "firing" and e[1] != "unhealthy"]
     webhook = WebhookReceiver()
     hook = webhook.start()
-    workers = []
+    pipeline = fleet_pipeline(kafka_bootstrap, prefix, tmp_path, hook, IDLE_SECONDS)
     try:
         [port_1, port_2] = free_ports(2)
-        env = fleet_env(kafka_bootstrap, prefix, tmp_path, "first", port_1, hook, IDLE_SECONDS)
-        first = spawn_fleet_worker("first", env, tmp_path / "first.log", tmp_path)
-        workers.append(first)
+        first = start_fleet_worker(pipeline, "first", port_1)
         first.wait_ready(timeout=120)
-        asyncio.run(produce_lines(kafka_bootstrap, f"{prefix}.events", lines))
+        pipeline.produce(lines)
 
         # The instant rules fire on the first worker, which dies at once: its input
         # and its partials may be half processed, half committed.
-        before = read_alerts(kafka_bootstrap, f"{prefix}.alerts", 1, idle=0.0)
+        before = read_alerts(pipeline, 1, idle=0.0)
         assert {(a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in before} <= set(
             firing_at_once
         )
         first.kill()
 
         # A new worker with an empty data directory: everything comes from the changelogs.
-        env = fleet_env(kafka_bootstrap, prefix, tmp_path, "second", port_2, hook, IDLE_SECONDS)
-        second = spawn_fleet_worker("second", env, tmp_path / "second.log", tmp_path)
-        workers.append(second)
+        second = start_fleet_worker(pipeline, "second", port_2)
         second.wait_ready(timeout=120)
-        alerts = read_alerts(kafka_bootstrap, f"{prefix}.alerts", len(expected))
+        alerts = read_alerts(pipeline, len(expected))
         got = Counter((a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in alerts)
         assert all(n == 1 for n in got.values()), f"sent more than once: {got}"
         assert sorted(got) == expected
@@ -73,6 +67,5 @@ def test_alert_state_is_restored_after_a_crash(kafka_bootstrap: str, tmp_path: P
         )
         assert sum(map(int, restored)) >= 1, "the second worker restored the fleet's state"
     finally:
-        for worker in workers:
-            worker.kill()
+        pipeline.stop_all()
         webhook.stop()

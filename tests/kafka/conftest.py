@@ -1,32 +1,14 @@
-"""Fixtures for tests that talk to a real Kafka broker.
-
-``kafka_bootstrap`` is ``$KAFKA_BOOTSTRAP`` when that is set (a broker someone else runs),
-else the address of a broker this session starts itself: a :class:`LocalBroker` in a temporary
-directory on free ports, sharing the jars in ``<project>/.kafka/lib`` (fetched with Maven if
-missing), stopped when the session ends.
-
-Every test in this directory gets the ``kafka`` marker, so ``pytest -m "not kafka"`` skips them.
-"""
+"""The tests of this directory talk to a real Kafka broker (the fixtures are in
+tests/conftest.py): every one gets the ``kafka`` marker, so ``pytest -m "not kafka"``
+skips them."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
-from tests.kafka.worker_process import Pipeline
-
 KAFKA_DIR = Path(__file__).resolve().parent
-#: Jars shared by every broker the tests start.
-SHARED_LIB_DIR = DEFAULT_HOME / "lib"
-
-WaitUntil = Callable[..., Awaitable[None]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -34,86 +16,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if KAFKA_DIR in item.path.parents:
             item.add_marker(pytest.mark.kafka)
-
-
-@pytest.fixture(scope="session")
-def local_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker | None]:
-    """The broker this session started, or ``None`` when ``$KAFKA_BOOTSTRAP`` names another."""
-    if os.environ.get("KAFKA_BOOTSTRAP"):
-        yield None
-        return
-    port, controller_port = free_ports(2)
-    broker = LocalBroker(
-        home=tmp_path_factory.mktemp("kafka-broker"),
-        port=port,
-        controller_port=controller_port,
-        lib_dir=SHARED_LIB_DIR,
-        stop_with_parent=True,  # a killed pytest leaves no JVM behind
-    )
-    broker.fetch()
-    broker.start(timeout=120)
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap(local_kafka_broker: LocalBroker | None) -> str:
-    """Bootstrap address of the broker under test (``host:port``)."""
-    external = os.environ.get("KAFKA_BOOTSTRAP")
-    if external:
-        return external
-    assert local_kafka_broker is not None
-    return local_kafka_broker.bootstrap
-
-
-@pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """Make topic, group and app names unique per test (and per call)."""
-    test = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:40].strip("-")
-
-    def make(prefix: str) -> str:
-        return f"{prefix}-{test}-{uuid.uuid4().hex[:8]}"
-
-    return make
-
-
-@pytest.fixture
-def wait_until() -> WaitUntil:
-    """Await ``condition()`` (sync or async) becoming true, failing after ``timeout`` seconds.
-
-    Usage: ``await wait_until(lambda: len(seen) == 10, timeout=30, what="10 events")``.
-    """
-
-    async def wait(
-        condition: Callable[[], object],
-        *,
-        timeout: float = 30.0,
-        interval: float = 0.05,
-        what: str = "condition",
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = condition()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            if time.monotonic() >= deadline:
-                pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-            await asyncio.sleep(interval)
-
-    return wait
-
-
-@pytest.fixture
-def pipeline(
-    kafka_bootstrap: str, tmp_path: Path, unique_name: Callable[[str], str]
-) -> Iterator[Pipeline]:
-    """A fresh topic prefix and consumer group; its workers are killed afterwards."""
-    pipe = Pipeline(kafka_bootstrap, unique_name("sg"), tmp_path)
-    try:
-        yield pipe
-    finally:
-        pipe.stop_all()

@@ -10,13 +10,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.engine.trace import SessionScript
 from streams.runtime.config import changelog_topic
-from tests.kafka.worker_process import (
-    Pipeline,
-    has_ids,
-    identities,
-    replay_outputs,
-    scenario_traces,
-)
+from tests.kafka.worker_process import scenario_traces
+from tests.pipeline import Pipeline, has_ids, identities, replay_outputs
 
 
 def test_exactly_once_leaves_no_duplicate_after_a_kill(pipeline: Pipeline) -> None:

@@ -8,14 +8,8 @@ import time
 
 import orjson
 
-from tests.kafka.worker_process import (
-    Pipeline,
-    has_ids,
-    identities,
-    identity,
-    replay_outputs,
-    scenario_traces,
-)
+from tests.kafka.worker_process import scenario_traces
+from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs
 
 GARBAGE = [
     b"\x00\xff\xfe not even text",
@@ -31,14 +25,10 @@ GARBAGE = [
 def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipeline) -> None:
     lines = scenario_traces()
     mixed = lines[:10] + GARBAGE + lines[10:]
+    # Equivalence: the same set of outputs (no output lost, none invented)...
+    worker, got = pipeline.processes_like_replay("a", mixed)
+    # ... and the same records.
     expected = replay_outputs(mixed)
-    worker = pipeline.start_worker("a")
-    worker.wait_ready()
-    pipeline.produce(mixed)
-    got = pipeline.read_until(has_ids(set(identities(expected))))
-
-    # Equivalence: the same set of outputs (no output lost, none invented).
-    assert set(identities(got)) == set(identities(expected))
     by_id = {identity(r): orjson.loads(r) for r in expected}
     for record in got:
         data = orjson.loads(record)
@@ -135,13 +125,7 @@ def test_sigterm_checkpoints_and_exits_within_ten_seconds(pipeline: Pipeline) ->
 
 
 def test_worker_processes_share_the_partitions(pipeline: Pipeline) -> None:
-    lines = scenario_traces()
-    expected = replay_outputs(lines)
-    supervisor = pipeline.start_worker("pair", "--processes", "2")
-    supervisor.wait_ready()
-    pipeline.produce(lines)
-    got = pipeline.read_until(has_ids(set(identities(expected))))
-    assert set(identities(got)) == set(identities(expected))
+    supervisor, _ = pipeline.processes_like_replay("pair", scenario_traces(), "--processes", "2")
     restored = [line for line in supervisor.log_text().splitlines() if "restored:" in line]
     pids = {line.split("] [")[1].split("]")[0] for line in restored}
     assert len(pids) == 2, "both processes took partitions"

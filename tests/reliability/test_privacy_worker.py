@@ -17,7 +17,7 @@ import pytest
 from streams.kafka_io.privacy import PrivacyReport, privacy_scan
 from streams.settings import Settings
 from streams.sim import SimConfig, simulate
-from tests.kafka.worker_process import Pipeline
+from tests.pipeline import Pipeline
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka

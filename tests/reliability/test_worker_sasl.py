@@ -8,12 +8,7 @@ from pathlib import Path
 import orjson
 
 from streams.sim.scenarios import demo_fleet
-from tests.kafka.worker_process import (
-    Pipeline,
-    has_ids,
-    identities,
-    replay_outputs,
-)
+from tests.pipeline import Pipeline
 from tests.reliability.secure_broker import SecureBroker
 
 
@@ -31,13 +26,7 @@ def test_a_worker_over_sasl_ssl_makes_replays_outputs(
         }
     ).decode()
     try:
-        lines = demo_fleet(8)
-        expected = replay_outputs(lines)
-        worker = pipeline.start_worker("sasl")
-        worker.wait_ready()
-        pipeline.produce(lines)
-        got = pipeline.read_until(has_ids(set(identities(expected))))
-        assert set(identities(got)) == set(identities(expected))
+        worker, _ = pipeline.processes_like_replay("sasl", demo_fleet(8))
         assert secure_broker.password not in worker.log_text()
     finally:
         pipeline.stop_all()

@@ -1,9 +1,5 @@
-"""Fixtures of the SDK tests: scripted chat models (no network) and Kafka (reused).
-
-The Kafka fixtures are the ones of ``tests/kafka/conftest.py``, registered here
-by import (as tests/fleet does): ``pytest_plugins`` naming that conftest fails
-when both directories are collected ("Plugin already registered").
-"""
+"""Fixtures of the SDK tests: scripted chat models (no network) and the scenario every
+framework test plays (the Kafka fixtures are tests/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -12,14 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.kafka.conftest import (  # noqa: F401  (fixtures)
-    kafka_bootstrap,
-    local_kafka_broker,
-    pipeline,
-    unique_name,
-    wait_until,
-)
 
 SDK_DIR = Path(__file__).resolve().parent
 

@@ -24,7 +24,7 @@ from streams.engine.engine import Engine, Source
 from streams.localbroker.broker import DEFAULT_HOME
 from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
 from streams.sdk.kafka_link import SESSION_OUTPUTS
-from tests.kafka.worker_process import Pipeline
+from tests.pipeline import Pipeline
 
 pytestmark = pytest.mark.kafka
 

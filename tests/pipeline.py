@@ -1,0 +1,204 @@
+"""The one pipeline helper of the tests that run real ``spanguard worker`` processes
+on a broker (tests/kafka, tests/fleet, tests/reliability, tests/sdk), and the replay
+references they compare the workers' outputs with.
+
+The ``pipeline`` fixture (tests/conftest.py) gives each test a fresh one on the
+session's broker; tests on another broker (SASL, a broker of their own) build one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from schemas import ID_FIELD, OUTPUT_SUFFIXES
+from schemas.codec import encode_output
+from streams.app.processes import WorkerProcess, spawn_worker
+from streams.engine.engine import Engine, Source
+from streams.kafka_io.traces import OutputReader, produce_lines
+
+Done = Callable[[list[bytes]], bool]
+
+
+@dataclass
+class Pipeline:
+    """A topic prefix, a consumer group and the workers running on them.
+
+    ``settings`` override the workers' environment (see :meth:`env`); with
+    ``journal`` each worker keeps an ack journal next to its log.
+    """
+
+    bootstrap: str
+    prefix: str
+    tmp: Path
+    settings: dict[str, str] = field(default_factory=dict)
+    workers: list[WorkerProcess] = field(default_factory=list)
+    journal: bool = True
+
+    def env(self, name: str) -> dict[str, str]:
+        """Worker ``name``'s environment: no web server, no fleet monitoring (these tests
+        compare outputs with replay, which makes no fleet alerts), then ``settings``."""
+        env = {
+            "SPANGUARD_BROKER": f"kafka://{self.bootstrap}",
+            "SPANGUARD_TOPIC_PREFIX": self.prefix,
+            "SPANGUARD_APP_ID": f"{self.prefix}-app",
+            "SPANGUARD_DATA_DIR": str(self.tmp / f"data-{name}"),
+            "SPANGUARD_WEB_ENABLED": "false",
+            "SPANGUARD_SESSION_TIMEOUT": "3",
+            "SPANGUARD_FLEET": '{"enabled": false}',
+        }
+        if self.journal:
+            env["SPANGUARD_ACK_JOURNAL"] = str(self._journal(name))
+        env.update(self.settings)
+        return env
+
+    def _journal(self, name: str) -> Path:
+        return self.tmp / f"journal-{name}.jsonl"
+
+    def start_worker(
+        self, name: str, *args: str, env: Mapping[str, str] | None = None
+    ) -> WorkerProcess:
+        """Start worker ``name`` (``env``: this worker's own settings, over the others)."""
+        worker = spawn_worker(
+            name,
+            {**self.env(name), **(env or {})},
+            self.tmp / f"worker-{name}.log",
+            cwd=self.tmp,
+            journal=self._journal(name) if self.journal else None,
+            args=args,
+        )
+        self.workers.append(worker)
+        return worker
+
+    def stop_all(self) -> None:
+        """Kill every worker this pipeline started."""
+        for worker in self.workers:
+            worker.kill()
+
+    def topic(self, suffix: str) -> str:
+        """The full name of topic ``<prefix>.<suffix>``."""
+        return f"{self.prefix}.{suffix}"
+
+    def produce(self, lines: Iterable[bytes]) -> int:
+        """Produce ``lines`` to the input topic, keyed by session."""
+        return asyncio.run(produce_lines(self.bootstrap, self.topic("events"), list(lines)))
+
+    def processes_like_replay(
+        self, name: str, lines: list[bytes], *args: str
+    ) -> tuple[WorkerProcess, list[bytes]]:
+        """Start worker ``name`` (command line ``args``), produce ``lines`` and read until
+        every output of their replay came; fails unless the worker's outputs are exactly
+        the replay's (by identity). Returns the worker and its outputs."""
+        expected = set(identities(replay_outputs(lines)))
+        worker = self.start_worker(name, *args)
+        worker.wait_ready()
+        self.produce(lines)
+        got = self.read_until(has_ids(expected))
+        assert set(identities(got)) == expected
+        return worker, got
+
+    def wait_committed(self, timeout: float = 120.0) -> None:
+        """Wait until the workers' group has committed every input offset: all of it is
+        processed, its outputs acknowledged and its changelog flushed."""
+        asyncio.run(self._wait_committed(timeout))
+
+    async def _wait_committed(self, timeout: float) -> None:
+        topic = self.topic("events")
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        await consumer.start()
+        try:
+            # partitions from the admin client: a fresh consumer has no metadata yet, and
+            # an empty list would make the wait below pass without checking anything
+            [described] = await admin.describe_topics([topic])
+            parts = [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
+            assert parts, f"{topic} has no partitions"
+            ends = await consumer.end_offsets(parts)
+            deadline = time.monotonic() + timeout
+            while True:
+                committed = await admin.list_consumer_group_offsets(f"{self.prefix}-app")
+                if all(tp in committed and committed[tp].offset >= end for tp, end in ends.items()):
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"offsets not committed after {timeout}s: {committed}")
+                await asyncio.sleep(0.2)
+        finally:
+            await consumer.stop()
+            await admin.close()
+
+    def read_until(self, done: Done, timeout: float = 120.0, idle: float = 3.0) -> list[bytes]:
+        """Read every output topic from the beginning until ``done(records)`` holds and
+        nothing new arrived for ``idle`` seconds; fail after ``timeout``."""
+        topics = [self.topic(s) for s in OUTPUT_SUFFIXES]
+        return self.read_topics(topics, done, timeout, idle)
+
+    def read_topics(
+        self,
+        topics: list[str],
+        done: Done,
+        timeout: float = 120.0,
+        idle: float = 3.0,
+        describe: Callable[[list[bytes]], str] = lambda records: f"{len(records)} records",
+    ) -> list[bytes]:
+        """:meth:`read_until` for ``topics``; the failure says ``describe(records)``."""
+        return asyncio.run(self._read_topics(topics, done, timeout, idle, describe))
+
+    async def _read_topics(
+        self,
+        topics: list[str],
+        done: Done,
+        timeout: float,
+        idle: float,
+        describe: Callable[[list[bytes]], str],
+    ) -> list[bytes]:
+        records: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        async with OutputReader(self.bootstrap, topics) as reader:
+            last_new = time.monotonic()
+            while True:
+                batch = await reader.poll(timeout_ms=250)
+                if batch:
+                    records.extend(r.value for r in batch)
+                    last_new = time.monotonic()
+                elif done(records) and time.monotonic() - last_new >= idle:
+                    return records
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"incomplete after {timeout}s: {describe(records)}")
+
+
+def has_ids(expected: set[str]) -> Done:
+    """Done when every expected output identity has been read."""
+    return lambda records: expected <= {identity(r) for r in records}
+
+
+def identity(raw: bytes) -> str:
+    """An output's id, except dead letters: their reason and raw input (the source
+    position differs between replay and Kafka)."""
+    data = orjson.loads(raw)
+    if data["type"] == "event.rejected":
+        return f"rejected:{data['reason']}:{data['raw']}"
+    return str(data[ID_FIELD[data["type"]]])
+
+
+def identities(records: list[bytes]) -> Counter[str]:
+    """The outputs' identities, counted."""
+    return Counter(identity(r) for r in records)
+
+
+def replay_outputs(lines: list[bytes]) -> list[bytes]:
+    """What ``spanguard replay`` outputs for ``lines``, as bytes on the wire."""
+    engine = Engine()
+    return [
+        encode_output(o)
+        for i, line in enumerate(lines)
+        for o in engine.process_raw(line, Source("replay", -1, i))
+    ]

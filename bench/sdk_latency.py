@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.e2e import Bench
+from streams.kafka_io.topics import create_topics
 from streams.kafka_io.traces import produce_lines
 from streams.sdk import Decision, Message, Session, SpanguardClient
 from streams.sim.scenarios import demo_fleet
@@ -98,12 +98,7 @@ async def harness(
 
 async def broker_floor(bootstrap: str, topic: str, samples: int) -> dict[str, Any]:
     """One record produced (acks=all) and consumed back: the broker's own round trip."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await create_topics(bootstrap, [topic])
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=20)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     await consumer.start()

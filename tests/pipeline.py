@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from schemas import ID_FIELD, OUTPUT_SUFFIXES
+from schemas import OUTPUT_SUFFIXES
 from schemas.codec import encode_output
 from streams.app.processes import WorkerProcess, spawn_worker
 from streams.engine.engine import Engine, Source
 from streams.kafka_io.traces import OutputReader, produce_lines
+from streams.runtime.testing import output_identity
 
 Done = Callable[[list[bytes]], bool]
 
@@ -180,13 +180,8 @@ def has_ids(expected: set[str]) -> Done:
     return lambda records: expected <= {identity(r) for r in records}
 
 
-def identity(raw: bytes) -> str:
-    """An output's id, except dead letters: their reason and raw input (the source
-    position differs between replay and Kafka)."""
-    data = orjson.loads(raw)
-    if data["type"] == "event.rejected":
-        return f"rejected:{data['reason']}:{data['raw']}"
-    return str(data[ID_FIELD[data["type"]]])
+identity = output_identity
+"""An output's id; for dead letters their reason and raw input (the runtime driver's)."""
 
 
 def identities(records: list[bytes]) -> Counter[str]:

@@ -91,33 +91,26 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     retention = fleet.settings.retention_windows
 
-    def tenant_filter(view: Any, request: Any) -> tuple[Callable[[str], bool] | None, Any]:
-        """(the tenants a /fleet request may read, None), else (None, the 401 or 403)."""
-        scope, refusal = scope_of(view, request)
-        if scope is None:
-            return None, refusal
-        allowed = _allowed(scope, request.query.get("tenant"))
-        if allowed is None:
-            return None, forbidden(view, "this tenant")
-        return allowed, None
-
-    class FleetLocal(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            allowed, refusal = tenant_filter(self, request)
-            if allowed is None:
-                return refusal
-            windows = _int_param(request, "windows", 1, 0, retention)
-            return self.json(fleet.local_view(windows, allowed), headers=_no_store())
-
     class FleetAll(faust.web.View):
+        local = False
+        """/fleet/local: this worker's part of the view only."""
+
         async def get(self, request: Any) -> Any:
-            allowed, refusal = tenant_filter(self, request)
-            if allowed is None:
+            scope, refusal = scope_of(self, request)
+            if scope is None:
                 return refusal
+            allowed = _allowed(scope, request.query.get("tenant"))
+            if allowed is None:
+                return forbidden(self, "this tenant")
             windows = _int_param(request, "windows", 1, 0, retention)
+            if self.local:
+                return self.json(fleet.local_view(windows, allowed), headers=_no_store())
             tenants = _int_param(request, "tenants", MAX_TENANTS, 1, 100_000)
             parts, unreachable = await _gather_parts(fleet, request, windows, allowed)
             return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
+
+    class FleetLocal(FleetAll):
+        local = True
 
     async def session_view(view: Any, request: Any, tenant: str, session_id: str) -> Any:
         found = fleet.session(tenant, session_id)

@@ -55,9 +55,17 @@ def window_of(ts: float, size: float) -> Window:
     return Window(start, start + size)
 
 
+COUNTERS = ("pins", "recomputes", "refused", "sessions", "events", "cycles", "healthy")
+"""The plain counters of :class:`WindowCounts` (each a sum over the window)."""
+
+
 @dataclass(slots=True)
 class WindowCounts:
-    """Everything counted for one tenant in one window (mutable, JSON round-trip)."""
+    """Everything counted for one tenant in one window (mutable, JSON round-trip).
+
+    The plain counters are listed in :data:`COUNTERS`: merging, storage and the API
+    handle them alike.
+    """
 
     faults: dict[str, int] = field(default_factory=dict)
     """``"KIND|severity"`` -> count."""
@@ -138,13 +146,8 @@ class WindowCounts:
             self.faults[key] = self.faults.get(key, 0) + n
         for key, n in other.decisions.items():
             self.decisions[key] = self.decisions.get(key, 0) + n
-        self.pins += other.pins
-        self.recomputes += other.recomputes
-        self.refused += other.refused
-        self.sessions += other.sessions
-        self.events += other.events
-        self.cycles += other.cycles
-        self.healthy += other.healthy
+        for name in COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, sessions in other.samples.items():
             for session in sessions:
                 self.add_sample(key, session, sample_size)
@@ -212,13 +215,7 @@ class WindowCounts:
         return {
             "faults": self.faults,
             "decisions": self.decisions,
-            "pins": self.pins,
-            "recomputes": self.recomputes,
-            "refused": self.refused,
-            "sessions": self.sessions,
-            "events": self.events,
-            "cycles": self.cycles,
-            "healthy": self.healthy,
+            **{name: getattr(self, name) for name in COUNTERS},
             "samples": self.samples,
             "top": self.top.to_json(),
             "top_capacity": self.top.capacity,
@@ -231,13 +228,7 @@ class WindowCounts:
         return cls(
             faults={str(k): int(v) for k, v in data.get("faults", {}).items()},
             decisions={str(k): int(v) for k, v in data.get("decisions", {}).items()},
-            pins=int(data.get("pins", 0)),
-            recomputes=int(data.get("recomputes", 0)),
-            refused=int(data.get("refused", 0)),
-            sessions=int(data.get("sessions", 0)),
-            events=int(data.get("events", 0)),
-            cycles=int(data.get("cycles", 0)),
-            healthy=int(data.get("healthy", 0)),
+            **{name: int(data.get(name, 0)) for name in COUNTERS},
             samples={str(k): [str(s) for s in v] for k, v in data.get("samples", {}).items()},
             top=SpaceSaving(
                 int(data.get("top_capacity", 20)),
@@ -253,12 +244,7 @@ class WindowCounts:
             "faults_by_kind": self.by_kind(),
             "faults_by_severity": self.by_severity(),
             "decisions": dict(self.decisions),
-            "pins": self.pins,
-            "recomputes": self.recomputes,
-            "refused": self.refused,
-            "sessions": self.sessions,
-            "events": self.events,
-            "cycles": self.cycles,
+            **{name: getattr(self, name) for name in COUNTERS if name != "healthy"},
             "healthy_cycles": self.healthy,
             "healthy_share": self.healthy_share,
         }

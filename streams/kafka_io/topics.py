@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
 from schemas import OUTPUT_SUFFIXES
@@ -44,12 +47,8 @@ async def ensure_topics(settings: Settings) -> list[str]:
     partition count may differ from the table's). Each gets ``max.message.bytes``
     from :func:`max_record_bytes`. Topics that exist are left as they are.
     """
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap_servers(settings.broker),
-        **aiokafka_security(settings.broker_credentials),
-    )
-    await admin.start()
-    try:
+    address = bootstrap_servers(settings.broker)
+    async with admin_client(address, aiokafka_security(settings.broker_credentials)) as admin:
         existing = set(await admin.list_topics())
         wanted = [t for t in contract_topics(settings) if t not in existing]
         if wanted:
@@ -65,5 +64,45 @@ async def ensure_topics(settings: Settings) -> list[str]:
                     ]
                 )
         return wanted
+
+
+@contextlib.asynccontextmanager
+async def admin_client(
+    bootstrap: str, security: Mapping[str, Any] | None = None
+) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client of ``bootstrap`` (``security``: aiokafka's options), closed
+    on exit."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **(security or {}))
+    await admin.start()
+    try:
+        yield admin
     finally:
         await admin.close()
+
+
+async def create_topics(
+    bootstrap: str,
+    names: Iterable[str],
+    partitions: int = 1,
+    configs: Mapping[str, str] | None = None,
+) -> None:
+    """Create the topics ``names`` on a plaintext ``bootstrap`` with one replica (for
+    tools, benchmarks and tests; the worker creates its own with :func:`ensure_topics`)."""
+    async with admin_client(bootstrap) as admin:
+        await admin.create_topics(
+            [NewTopic(n, partitions, 1, topic_configs=dict(configs or {})) for n in names],
+            timeout_ms=30_000,
+        )
+
+
+async def topic_config(bootstrap: str, name: str) -> dict[str, str]:
+    """The configuration of topic ``name`` on a plaintext ``bootstrap`` (name -> value).
+
+    Raises:
+        AssertionError: When the broker answers with an error (no such topic).
+    """
+    async with admin_client(bootstrap) as admin:
+        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    resource = responses[0].to_object()["resources"][0]
+    assert resource["error_code"] == 0, resource
+    return {e["config_names"]: e["config_value"] for e in resource["config_entries"]}

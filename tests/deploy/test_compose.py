@@ -1,57 +1,158 @@
-"""docker-compose.yml cannot run here (no Docker engine): check its structure instead."""
+"""docker-compose.yml and the Dockerfile cannot run here (no Docker engine): check that
+they agree with each other and with what the project reads (its settings, its command
+line, its packages), so that ``docker compose up`` starts a working pipeline."""
+
+from __future__ import annotations
 
 import os
+import shlex
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from typer.main import get_command
 
+from streams.cli.main import app
 from streams.engine.config import DEV_SECRET
-from streams.settings import load_settings
+from streams.kafka_io.traces import bootstrap_servers
+from streams.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
+CLIENTS = ("worker", "producer")
+"""The services that run spanguard (the image) against the broker."""
 
 
-def compose() -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    """The compose file's services."""
+    services: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    return services
 
 
-def test_services_and_dependencies() -> None:
-    services = compose()["services"]
-    assert set(services) == {"kafka", "worker", "producer"}
-    assert services["kafka"]["image"].startswith("apache/kafka:4.")
-    assert services["worker"]["depends_on"]["kafka"]["condition"] == "service_healthy"
-    assert services["producer"]["command"][0] == "produce"
-    assert (ROOT / services["producer"]["command"][1]).is_file()
+def _dockerfile() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions (continuation lines joined, comments dropped)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(maxsplit=1)[0].upper(), line.split(maxsplit=1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
 
 
-def test_kafka_is_single_node_kraft_with_rf1_internal_topics() -> None:
-    env = compose()["services"]["kafka"]["environment"]
-    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == 1
-    assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
-    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+def _image_env() -> dict[str, str]:
+    pairs = [p for op, args in _dockerfile() if op == "ENV" for p in shlex.split(args)]
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
-@pytest.mark.parametrize("service", ["worker", "producer"])
-def test_service_environment_loads_as_settings(
-    service: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """What compose passes is read the way the worker reads it: every name known, none renamed."""
-    monkeypatch.chdir(tmp_path)
+def _settings(
+    service: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> tuple[Settings, dict[str, str]]:
+    """The settings a container of ``service`` reads, the way the worker reads them
+    (no settings file): the image's ENV, then the service's environment (compose's
+    wins); and that environment."""
+    env = {**_image_env(), **{k: str(v) for k, v in service["environment"].items()}}
+    monkeypatch.chdir(tmp_path)  # no ./spanguard.toml
     for name in [n for n in os.environ if n.upper().startswith("SPANGUARD_")]:
         monkeypatch.delenv(name)
-    env = compose()["services"][service]["environment"]
     for name, value in env.items():
-        monkeypatch.setenv(name, str(value))
-    settings = load_settings()
-    assert settings.broker == "kafka://kafka:9092"
-    if service == "worker":
+        monkeypatch.setenv(name, value)
+    return load_settings(), env
+
+
+def _known(name: str) -> bool:
+    """A settings name: ``SPANGUARD_<FIELD>`` or ``SPANGUARD_<FIELD>__<NESTED FIELD>``."""
+    field, _, nested = name.removeprefix("SPANGUARD_").lower().partition("__")
+    if field not in Settings.model_fields:
+        return False
+    model = Settings.model_fields[field].annotation
+    return not nested or nested in getattr(model, "model_fields", {})
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+def test_each_client_environment_is_valid_settings(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    settings, env = _settings(services[name], monkeypatch, tmp_path)
+    unknown = {n for n in env if not _known(n)}
+    assert not unknown  # a misspelt name would be ignored silently
+    if name == "worker":  # keys are hashed with a secret of the deployment's own
         assert settings.engine.secret.get_secret_value() != DEV_SECRET
 
 
-def test_dockerfile_runs_the_cli() -> None:
-    text = (ROOT / "Dockerfile").read_text()
-    assert 'ENTRYPOINT ["spanguard"]' in text
-    for copied in ("schemas", "streams", "examples"):
-        assert f"COPY {copied}" in text
+def test_the_producer_writes_where_the_worker_reads(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    worker, _ = _settings(services["worker"], monkeypatch, tmp_path)
+    producer, _ = _settings(services["producer"], monkeypatch, tmp_path)
+    assert bootstrap_servers(producer.broker) == bootstrap_servers(worker.broker)
+    assert producer.topic("events") == worker.topic("events")
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+def test_clients_reach_the_broker_at_an_address_it_advertises(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    settings, _ = _settings(services[name], monkeypatch, tmp_path)
+    kafka = services["kafka"]
+    advertised = {
+        listener.split("://", 1)[1]
+        for listener in kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    }
+    assert set(bootstrap_servers(settings.broker).split(",")) <= advertised
+    # ... and start once the broker answers: it has a health check, they wait for it.
+    assert "healthcheck" in kafka
+    assert services[name]["depends_on"]["kafka"]["condition"] == "service_healthy"
+
+
+def test_replication_fits_the_single_broker(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = services["kafka"]["environment"]
+    brokers = 1 if "broker" in env["KAFKA_PROCESS_ROLES"].split(",") else 0
+    assert brokers == 1
+    for name, value in env.items():
+        if name.endswith("_REPLICATION_FACTOR"):
+            assert int(value) <= brokers, name  # else the internal topic is never created
+        if name.endswith("_MIN_ISR"):
+            assert int(value) <= brokers, name  # else transactions cannot commit
+    worker, _ = _settings(services["worker"], monkeypatch, tmp_path)
+    assert worker.replication <= brokers  # else the worker cannot create its topics
+
+
+def test_the_worker_serves_its_web_port_on_the_published_port(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    worker, _ = _settings(services["worker"], monkeypatch, tmp_path)
+    published = {int(mapping.rsplit(":", 1)[1]) for mapping in services["worker"]["ports"]}
+    assert worker.web_enabled and worker.web_port in published
+    # loopback inside the container would make the published port answer nothing
+    assert worker.web_host == "0.0.0.0"
+
+
+def test_the_worker_keeps_its_state_on_the_volume(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    worker, _ = _settings(services["worker"], monkeypatch, tmp_path)
+    mounted = {Path(volume.split(":", 1)[1]) for volume in services["worker"]["volumes"]}
+    assert worker.data_dir in mounted
+
+
+def test_the_image_runs_the_cli_and_holds_what_the_services_use(
+    services: dict[str, Any],
+) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    instructions = _dockerfile()
+    [entrypoint] = [args for op, args in instructions if op == "ENTRYPOINT"]
+    assert yaml.safe_load(entrypoint) == list(project["project"]["scripts"])
+    copied = {args.split()[0] for op, args in instructions if op == "COPY"}
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages <= copied  # ``pip install .`` finds them in the image
+    commands = get_command(app).commands  # type: ignore[attr-defined]
+    for name in CLIENTS:
+        command, *arguments = services[name]["command"]
+        assert command in commands, name
+        for argument in arguments:  # files the command reads are in the image
+            assert argument.split("/", 1)[0] in copied and (ROOT / argument).is_file()

@@ -1,4 +1,4 @@
-"""Debian's Prometheus, promtool, Alertmanager and amtool, started by the tests.
+"""Debian's Prometheus, promtool, Alertmanager, amtool and Chromium, used by the tests.
 
 A missing binary skips the test with the apt command that installs it, except
 under ``.ci/run`` (``SPANGUARD_REQUIRE_TOOLS=1``), where it fails: CI installs them.
@@ -29,6 +29,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spanguard.json"
 GRAFANA_MACROS = {"$__rate_interval": "1m", "$__range": "5m", "$tenant": ".*"}
 PACKAGES = {
+    "chromium": "chromium",
     "prometheus": "prometheus",
     "promtool": "prometheus",
     "prometheus-alertmanager": "prometheus-alertmanager",

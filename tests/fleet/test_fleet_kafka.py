@@ -34,7 +34,13 @@ from tests.fleet.cluster import (
     read_alerts,
     start_fleet_worker,
 )
-from tests.fleet.monitoring_stack import alertmanager, dashboard_queries, http_json, prometheus
+from tests.fleet.monitoring_stack import (
+    alertmanager,
+    dashboard_queries,
+    http_json,
+    prometheus,
+    tool,
+)
 from tests.fleet.png import read_png
 from tests.fleet.traces import Run, run, shifted
 from tests.pipeline import Pipeline
@@ -47,8 +53,6 @@ pytestmark = pytest.mark.kafka
 TENANTS = ("tenant-0", "tenant-1", "tenant-2")
 FIRING_RULES = ("critical", "gaps", "unhealthy")  # out-of-order must stay silent
 IDLE_SECONDS = 25.0
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = ROOT / "artifacts" / "dashboard.png"
 
 
 @dataclass
@@ -90,16 +94,15 @@ def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
         webhook.stop()
 
 
-def test_dashboard_in_headless_chromium(cluster: Cluster) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium is missing (apt-get install -y chromium)")
+def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) -> None:
+    chromium = tool("chromium")
     from playwright.sync_api import sync_playwright
 
     injected = {f.kind.value for f in cluster.replay.outputs if isinstance(f, IntegrityFault)}
     port = cluster.http[0].port
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
+            executable_path=chromium,
             args=[
                 "--headless",
                 "--no-sandbox",
@@ -162,8 +165,8 @@ def test_dashboard_in_headless_chromium(cluster: Cluster) -> None:
             assert page.locator("#spans tbody tr").count() >= 1
             assert page.locator("#lineage li").count() >= 1
             check_what_the_dashboard_says(page)
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            # kept in the test's temporary directory, to look at (not in the source tree)
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             check_screenshot(page)
             assert errors == []
         finally:

@@ -13,43 +13,17 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import ConsumerRecord
 from typer.testing import CliRunner
 
 from streams.cli.main import app
+from streams.kafka_io.topics import create_topics, topic_config
 from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_port, free_ports
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"  # the jars every test broker shares (see conftest.py)
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``
 
 # --------------------------------------------------------------------------- helpers
-
-
-async def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None
-) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [NewTopic(name, partitions, 1, topic_configs=configs or {})], timeout_ms=30_000
-        )
-    finally:
-        await admin.close()
-
-
-async def topic_config(bootstrap: str, name: str) -> dict[str, str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    finally:
-        await admin.close()
-    resource = responses[0].to_object()["resources"][0]
-    assert resource["error_code"] == 0, resource
-    return {e["config_names"]: e["config_value"] for e in resource["config_entries"]}
 
 
 async def read_all(
@@ -95,7 +69,7 @@ async def test_produce_consume_roundtrip(
     kafka_bootstrap: str, unique_name: Callable[[str], str], wait_until: WaitUntil
 ) -> None:
     topic = unique_name("roundtrip")
-    await create_topic(kafka_bootstrap, topic, partitions=3)
+    await create_topics(kafka_bootstrap, [topic], partitions=3)
     sent = [(f"key-{i % 5}".encode(), f"value-{i}".encode()) for i in range(30)]
 
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
@@ -139,9 +113,9 @@ async def test_compacted_topic_is_created_and_compacts(
     kafka_bootstrap: str, unique_name: Callable[[str], str], wait_until: WaitUntil
 ) -> None:
     topic = unique_name("compacted")
-    await create_topic(
+    await create_topics(
         kafka_bootstrap,
-        topic,
+        [topic],
         configs={
             "cleanup.policy": "compact",
             "segment.ms": "100",  # roll segments quickly: the active one is never cleaned
@@ -175,8 +149,8 @@ async def test_transactional_producer_commits_and_aborts(
     """The exactly-once prerequisites: transactions, and consumer offsets inside them."""
     source, sink = unique_name("eos-in"), unique_name("eos-out")
     group = unique_name("eos-group")
-    await create_topic(kafka_bootstrap, source)
-    await create_topic(kafka_bootstrap, sink)
+    await create_topics(kafka_bootstrap, [source])
+    await create_topics(kafka_bootstrap, [sink])
 
     plain = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await plain.start()
@@ -339,7 +313,7 @@ async def test_lifecycle_start_stop_restart_keeps_data(
         assert (broker.data_dir / "meta.properties").is_file()
 
         topic = unique_name("durable")
-        await create_topic(bootstrap, topic)
+        await create_topics(bootstrap, [topic])
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
         await producer.start()
         try:

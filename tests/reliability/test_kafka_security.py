@@ -123,21 +123,21 @@ async def test_wrong_password_is_one_clear_error_without_the_password(
     assert secure_broker.password not in seen
 
 
+def _cli_settings(
+    monkeypatch: pytest.MonkeyPatch, secure_broker: SecureBroker, **secret: str
+) -> None:
+    """The CLI's settings for the SASL_SSL listener, on a fresh topic prefix, with
+    ``secret`` (a password or a password file) for its user."""
+    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://{secure_broker.bootstrap}")
+    monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", f"cli-{uuid.uuid4().hex[:8]}")
+    credentials = {"username": secure_broker.user, **secret, "cafile": str(secure_broker.ca_file)}
+    monkeypatch.setenv("SPANGUARD_BROKER_CREDENTIALS", orjson.dumps(credentials).decode())
+
+
 def test_cli_produce_with_a_wrong_password_prints_one_line(
     secure_broker: SecureBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://{secure_broker.bootstrap}")
-    monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", f"cli-{uuid.uuid4().hex[:8]}")
-    monkeypatch.setenv(
-        "SPANGUARD_BROKER_CREDENTIALS",
-        orjson.dumps(
-            {
-                "username": secure_broker.user,
-                "password": WRONG_PASSWORD,
-                "cafile": str(secure_broker.ca_file),
-            }
-        ).decode(),
-    )
+    _cli_settings(monkeypatch, secure_broker, password=WRONG_PASSWORD)
     trace = tmp_path / "trace.jsonl"
     trace.write_bytes(b'{"session_id":"s1"}\n')
     result = CliRunner().invoke(app, ["produce", str(trace)])
@@ -152,18 +152,7 @@ def test_cli_produce_with_a_wrong_password_prints_one_line(
 def test_cli_produce_with_a_password_file_publishes(
     secure_broker: SecureBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://{secure_broker.bootstrap}")
-    monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", f"cli-{uuid.uuid4().hex[:8]}")
-    monkeypatch.setenv(
-        "SPANGUARD_BROKER_CREDENTIALS",
-        orjson.dumps(
-            {
-                "username": secure_broker.user,
-                "password_file": str(secure_broker.password_file),
-                "cafile": str(secure_broker.ca_file),
-            }
-        ).decode(),
-    )
+    _cli_settings(monkeypatch, secure_broker, password_file=str(secure_broker.password_file))
     trace = tmp_path / "trace.jsonl"
     trace.write_bytes(b'{"session_id":"s1"}\n{"session_id":"s2"}\n')
     result = CliRunner().invoke(app, ["produce", str(trace)])

@@ -7,15 +7,19 @@ import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import MessageSizeTooLargeError
 
 from schemas import EventRejected, RejectReason
 from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
-from streams.kafka_io.topics import contract_topics, ensure_topics, max_record_bytes
+from streams.kafka_io.topics import (
+    contract_topics,
+    create_topics,
+    ensure_topics,
+    max_record_bytes,
+    topic_config,
+)
 from streams.kafka_io.traces import produce_lines
 from streams.settings import Settings
 from tests.reliability.secure_broker import SecureBroker
@@ -24,14 +28,7 @@ pytestmark = pytest.mark.kafka
 
 
 async def topic_max_bytes(bootstrap: str, topic: str) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-    finally:
-        await admin.close()
-    entries = response.to_object()["resources"][0]["config_entries"]
-    return int(next(e["config_value"] for e in entries if e["config_names"] == "max.message.bytes"))
+    return int((await topic_config(bootstrap, topic))["max.message.bytes"])
 
 
 async def read_one(bootstrap: str, topic: str, partition: int) -> bytes:
@@ -100,12 +97,7 @@ async def test_a_topic_without_the_limit_refuses_such_input(secure_broker: Secur
     # what happened before: the broker's default (1 MiB) refuses the record outright
     bootstrap = secure_broker.plaintext
     topic = f"plain-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await create_topics(bootstrap, [topic])
     raw = b'{"text":"' + b"z" * int(1.1 * (1 << 20)) + b'"}'
     with pytest.raises(MessageSizeTooLargeError):
         await produce_lines(bootstrap, topic, [raw], max_request_size=4 << 20)

@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from schemas import TOPIC_OF, Action
 from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
+from streams.kafka_io.topics import create_topics
 from streams.localbroker.broker import DEFAULT_HOME
 from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
 from streams.sdk.kafka_link import SESSION_OUTPUTS
@@ -44,13 +44,8 @@ public class Partitions {
 
 
 async def _create_topics(bootstrap: str, prefix: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        names = [f"{prefix}.events", *(f"{prefix}.{s}" for s in SESSION_OUTPUTS)]
-        await admin.create_topics([NewTopic(n, partitions, 1) for n in names])
-    finally:
-        await admin.close()
+    names = [f"{prefix}.events", *(f"{prefix}.{s}" for s in SESSION_OUTPUTS)]
+    await create_topics(bootstrap, names, partitions)
 
 
 class Responder:

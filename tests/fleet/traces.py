@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -9,11 +10,15 @@ from datetime import UTC, datetime
 import orjson
 
 from schemas import FleetAlert, OutputEvent
-from streams.engine.engine import Engine, Source
+from schemas.codec import decode_output
+from streams.engine.engine import Engine
 from streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
 from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.metrics import FleetMetrics, engine_figures
 from streams.fleet.recent import RecentRecords
+from streams.runtime.memory import MemoryTransport
+from streams.runtime.runtime import Runtime
+from streams.runtime.testing import RuntimeTestDriver
 
 SCRIPT_START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
 """Where :class:`~streams.engine.trace.SessionScript` starts its clock."""
@@ -32,7 +37,7 @@ def shifted(lines: Iterable[bytes], start: float) -> list[bytes]:
 
 @dataclass
 class Run:
-    """A trace processed by an engine with the fleet's combiner attached (one
+    """A trace processed by the runtime with the fleet's combiner attached (one
     partition, a checkpoint after every record)."""
 
     engine: Engine
@@ -52,21 +57,44 @@ class Run:
 
 
 def run(lines: Iterable[bytes], window_seconds: float = 60.0, max_tenants: int = 50) -> Run:
-    """Process ``lines`` in order, calling the combiner as the runtime does."""
-    engine = Engine()
-    metrics = FleetMetrics(max_tenants, engine_figures(lambda: [engine]))
-    recent = RecentRecords(64, 1000)
-    combiner = FleetCombiner(
-        window_seconds, metrics, recent, partition_cycles(lambda _partition: engine)
-    )
-    result = Run(engine, metrics, recent)
-    for offset, line in enumerate(lines):
-        outputs = engine.process_raw(line, Source("events", 0, offset))
-        combiner.observe(0, line, outputs)
-        combiner.batch(1, 0.002)
-        for _, value in combiner.partials(0):
-            partial = Partial.from_bytes(value)
-            assert partial is not None
-            result.partials.append(partial)
-        result.outputs.extend(outputs)
+    """Process ``lines`` with the real runtime (no broker; one partition, a checkpoint
+    after every record) and the fleet's combiner wired as the worker wires it."""
+    driver = _FleetDriver(window_seconds, max_tenants)
+    driver.produce(lines)  # one partition: the records in the given order
+    asyncio.run(driver.run())
+    assert driver.engine is not None, "no record was processed"
+    result = Run(driver.engine, driver.metrics, driver.recent)
+    result.outputs = [decode_output(raw) for raw in driver.outputs()]
+    for value in driver.broker.read_committed(driver.config.fleet_topic):
+        partial = Partial.from_bytes(value)
+        assert partial is not None
+        result.partials.append(partial)
     return result
+
+
+class _FleetDriver(RuntimeTestDriver):
+    """The runtime test driver with the fleet's combiner, its metrics and its recent
+    records; ``engine`` is the partition's engine once a record was processed."""
+
+    def __init__(self, window_seconds: float, max_tenants: int) -> None:
+        super().__init__(partitions=1, batch_size=1, commit_every=1)
+        self.engine: Engine | None = None
+        self.metrics = FleetMetrics(
+            max_tenants, engine_figures(lambda: [] if self.engine is None else [self.engine])
+        )
+        self.recent = RecentRecords(64, 1000)
+        self.combiner = FleetCombiner(window_seconds, self.metrics, self.recent)
+        self.fleet = self.combiner
+
+    def new_runtime(self) -> tuple[Runtime, MemoryTransport]:
+        runtime, transport = super().new_runtime()
+        self.combiner.cycles = partition_cycles(
+            lambda p: runtime.parts[p].engine if p in runtime.parts else None
+        )
+
+        def on_batch(records: int, seconds: float) -> None:
+            self.engine = runtime.parts[0].engine
+            self.combiner.batch(records, seconds)
+
+        runtime.on_batch = on_batch
+        return runtime, transport

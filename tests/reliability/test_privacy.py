@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
-from schemas import OUTPUT_SUFFIXES
+from schemas import OUTPUT_SUFFIXES, TOPIC_OF
 from schemas.codec import encode_output
 from streams.cli.main import app
 from streams.engine.config import EngineSettings
@@ -35,15 +35,6 @@ from streams.sim import SimConfig, simulate
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka
-
-TOPIC_OF = {
-    "integrity.fault": "faults",
-    "span.pinned": "pins",
-    "scores.recompute_requested": "recompute",
-    "eviction.decided": "decisions",
-    "fleet.alert": "alerts",
-    "event.rejected": "deadletter",
-}
 
 
 @pytest.fixture(scope="module")

@@ -104,41 +104,41 @@ receivers:
 @contextmanager
 def alertmanager(tmp: Path, name: str = "am", config: str = ALERTMANAGER_CONFIG) -> Iterator[str]:
     """A real Alertmanager (no clustering) on a free port; yields its base URL."""
-    binary = tool("prometheus-alertmanager")
-    home = tmp / name
-    home.mkdir()
-    (home / "alertmanager.yml").write_text(config)
-    [port] = free_ports(1)
-    url = f"http://127.0.0.1:{port}"
-    argv = [
-        binary,
-        f"--config.file={home / 'alertmanager.yml'}",
-        f"--storage.path={home / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
-    with running(argv, f"{url}/-/ready", home / "alertmanager.log"):
+    with _server(
+        "prometheus-alertmanager", tmp / name, "alertmanager", config, "--storage.path"
+    ) as url:
         yield url
 
 
 @contextmanager
 def prometheus(tmp: Path, config: str, rule_files: Sequence[Path] = ()) -> Iterator[str]:
     """A real Prometheus on a free port with ``config`` (rule files copied next to it)."""
-    binary = tool("prometheus")
     home = tmp / "prometheus"
     home.mkdir()
     for rules in rule_files:
         shutil.copy(rules, home / rules.name)
-    (home / "prometheus.yml").write_text(config)
+    with _server("prometheus", home, "prometheus", config, "--storage.tsdb.path") as url:
+        yield url
+
+
+@contextmanager
+def _server(binary: str, home: Path, name: str, config: str, storage_flag: str) -> Iterator[str]:
+    """Run ``binary`` from ``home`` with ``<name>.yml`` = ``config``, its storage in
+    ``home/data`` and its web API on a free port, until ``/-/ready``; yields its base
+    URL. Alertmanager runs without clustering."""
+    home.mkdir(exist_ok=True)
+    (home / f"{name}.yml").write_text(config)
     [port] = free_ports(1)
     url = f"http://127.0.0.1:{port}"
     argv = [
-        binary,
-        f"--config.file={home / 'prometheus.yml'}",
-        f"--storage.tsdb.path={home / 'data'}",
+        tool(binary),
+        f"--config.file={home / f'{name}.yml'}",
+        f"{storage_flag}={home / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
-    with running(argv, f"{url}/-/ready", home / "prometheus.log"):
+    if name == "alertmanager":
+        argv.append("--cluster.listen-address=")
+    with running(argv, f"{url}/-/ready", home / f"{name}.log"):
         yield url
 
 

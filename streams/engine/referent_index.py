@@ -18,7 +18,7 @@ tail move of a removal from the middle is one C ``memmove``.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -190,6 +190,14 @@ class ReferentIndex:
                     index[name] = kept
                 else:
                     del index[name]
+
+    def rekey(self, spans: Mapping[str, _Span]) -> None:
+        """Replace every entry's order key by its span's current one (``spans`` holds
+        every span in the index). Only for spans that kept their relative order:
+        the lists stay sorted without a sort."""
+        for index in (self.key_holders, self.type_holders, self.anaphors):
+            for name, entries in index.items():
+                index[name] = [spans[at[2]].order_key for at in entries]
 
     def resolve(self, at: OrderKey, mention: Mention) -> str | None:
         """The span id that binds ``mention`` made by the span at ``at``, if any."""

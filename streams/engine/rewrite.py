@@ -13,7 +13,9 @@ but present stay gone. The work is O(size of the snapshot).
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from streams.engine.drift import open_window
 from streams.engine.emit import Emission
 from streams.engine.holdings import Holdings, HoldingsBuilder
 from streams.engine.referent_index import Mention
-from streams.engine.state import SessionState, SpanState
+from streams.engine.state import BULK_SHARE, SessionState, SpanState
 from streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
@@ -47,9 +49,12 @@ def apply_rewrite(
     """Apply a rewrite to the session and emit every fault it proves."""
     window = open_window(session, event.rewrite_id)
     diff = _diff(session, event)
+    positions = _new_positions(event, diff)
+    in_order = _keeps_order(session, positions)
     holdings = _new_holdings(session, event, diff, builder)
     counters = _new_counters(session, diff)
-    before = _resolutions_before(session, diff, holdings)
+    affected = _affected_spans(session, diff, holdings) if in_order else None
+    before = _resolutions_before(session, diff, holdings, affected)
     summaries = inspect_summaries(
         session, emission.settings, diff.created, diff.modified, diff.merged
     )
@@ -82,7 +87,7 @@ def apply_rewrite(
         )
     _check_snapshot_scores(event, emission)
 
-    _mutate(session, event, diff, holdings)
+    _mutate(session, event, diff, holdings, positions, in_order)
     changes = [(s, s.stale_rewrites + 1) for _, s in diff.modified]
     changes += [(session.spans[span_id], n) for span_id, n in counters.items()]
     apply_counters(session, emission, changes, cause=event.rewrite_id)
@@ -121,6 +126,47 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
         else:
             diff.ungated.append(span)
     return diff
+
+
+def _new_positions(event: ContextRewritten, diff: _Diff) -> dict[str, int]:
+    """Each span's position after the rewrite: its snapshot index; spans added after
+    ``base_seq`` and missing follow the snapshot in their own order. (An entry for a
+    span evicted after ``base_seq`` is listed too: it stays gone.)"""
+    positions = {entry.span_id: i for i, entry in enumerate(event.context)}
+    tail = len(event.context)
+    for offset, span in enumerate(diff.kept_late):
+        positions[span.span_id] = tail + offset
+    return positions
+
+
+def _keeps_order(session: SessionState, positions: dict[str, int]) -> bool:
+    """Whether the spans that stay live keep their order relative to each other (the
+    common rewrite: spans merged, condensed or inserted, nothing moved past another).
+    Then the referent index is re-keyed instead of rebuilt, and only the mentions
+    that a removed or re-held span could have bound are resolved before and after."""
+    new = [p for at in session.order if (p := positions.get(at[2])) is not None]
+    return all(map(operator.lt, new, itertools.islice(new, 1, None)))
+
+
+def _affected_spans(session: SessionState, diff: _Diff, holdings: dict[str, Holdings]) -> set[str]:
+    """Live spans whose mentions may resolve differently after an order-keeping
+    rewrite: the spans whose holdings are rebuilt, and every span that mentions a
+    key, or has an anaphor of a type, held by a span that leaves or is re-held.
+    Any other mention keeps every binder it had before, in front of it."""
+    spans = session.spans
+    index = session.referents
+    affected = {span_id for span_id in holdings if span_id in spans}
+    keys: set[str] = set()
+    types: set[str] = set()
+    for span in [*diff.merged, *diff.ungated, *(spans[span_id] for span_id in affected)]:
+        for key, type_ in span.holds:
+            keys.add(key)
+            types.add(type_)
+    for key in keys:
+        affected.update(index.key_mentioners.get(key, ()))
+    for type_ in types:
+        affected.update(at[2] for at in index.anaphors.get(type_, ()))
+    return affected
 
 
 def _new_holdings(
@@ -172,15 +218,21 @@ def _new_counters(session: SessionState, diff: _Diff) -> dict[str, int]:
 
 
 def _resolutions_before(
-    session: SessionState, diff: _Diff, holdings: dict[str, Holdings]
+    session: SessionState,
+    diff: _Diff,
+    holdings: dict[str, Holdings],
+    affected: set[str] | None,
 ) -> dict[str, list[tuple[Mention, str]]]:
-    """For each span live before and after: its mentions that resolved before, and to what."""
+    """For each span live before and after (each of ``affected``, when given): its
+    mentions that resolved before, and to what."""
     survivors = [s for _, s in diff.unchanged] + [s for _, s in diff.modified] + diff.kept_late
+    if affected is not None:
+        survivors = [span for span in survivors if span.span_id in affected]
     wanted = {
         span.span_id: holdings[span.span_id].mentions if span.span_id in holdings else span.mentions
         for span in survivors
     }
-    binders = resolve_in_order(session, wanted)
+    binders = resolve(session, wanted)
     before: dict[str, list[tuple[Mention, str]]] = {}
     for span in survivors:
         found = binders.get(span.span_id)
@@ -194,6 +246,23 @@ def _resolutions_before(
         if resolved:
             before[span.span_id] = resolved
     return before
+
+
+def resolve(
+    session: SessionState, wanted: dict[str, tuple[Mention, ...]]
+) -> dict[str, list[str | None]]:
+    """:func:`resolve_in_order`'s answers, found by one index search per mention when
+    ``wanted`` is a small share of the session (a pass over it would cost more)."""
+    spans = session.spans
+    if len(wanted) * BULK_SHARE > len(spans):
+        return resolve_in_order(session, wanted)
+    index = session.referents
+    found: dict[str, list[str | None]] = {}
+    for span_id, mentions in wanted.items():
+        if mentions:
+            at = spans[span_id].order_key
+            found[span_id] = [index.resolve(at, mention) for mention in mentions]
+    return found
 
 
 def resolve_in_order(
@@ -307,10 +376,25 @@ def _check_snapshot_scores(event: ContextRewritten, emission: Emission) -> None:
 
 
 def _mutate(
-    session: SessionState, event: ContextRewritten, diff: _Diff, holdings: dict[str, Holdings]
+    session: SessionState,
+    event: ContextRewritten,
+    diff: _Diff,
+    holdings: dict[str, Holdings],
+    positions: dict[str, int],
+    in_order: bool,
 ) -> None:
     for span in diff.merged + diff.ungated:
         session.remove_span(span.span_id, event.seq)
+    index = session.referents
+    reheld: list[SpanState] = []
+    if in_order:
+        # Spans whose holdings change leave the referent index under their old order
+        # key; they come back, re-keyed, with their new holdings below.
+        for span_id, new in holdings.items():
+            old = session.spans.get(span_id)
+            if old is not None and (old.holds, old.mentions) != (new.holds, new.mentions):
+                index.remove(span_id, old.order_key, old.holds, old.mentions)
+                reheld.append(old)
     touched: list[SpanState] = []
     for entry, span in diff.modified:
         span.text_sha256 = entry.content_hash
@@ -340,10 +424,6 @@ def _mutate(
             session.touch(gone.arrival)
         session.by_arrival[created.arrival] = created.span_id
         touched.append(created)
-    positions = {entry.span_id: i for i, entry in enumerate(event.context)}
-    tail = len(event.context)
-    for offset, span in enumerate(diff.kept_late):
-        positions[span.span_id] = tail + offset
     for span_id, position in positions.items():
         placed = session.spans.get(span_id)
         if placed is None:
@@ -358,7 +438,11 @@ def _mutate(
     # Only what changed goes to the changelog (a block per changed span).
     for span in touched:
         session.touch(span.arrival)
-    session.reindex()
+    if in_order:
+        index.rekey(session.spans)
+        for span in [*reheld, *(session.spans[entry.span_id] for entry in diff.created)]:
+            index.add(span.span_id, span.order_key, span.holds, span.mentions)
+    session.reindex(referents=not in_order)
 
 
 def _check_referents(
@@ -373,7 +457,7 @@ def _check_referents(
         for span_id, resolved in before.items()
         if span_id in session.spans
     }
-    after = resolve_in_order(session, live)
+    after = resolve(session, live)
     for span_id, resolved in before.items():
         now = after.get(span_id)
         if now is None:

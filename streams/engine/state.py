@@ -347,9 +347,11 @@ class SessionState:
         self.dirty_blocks.clear()
         self.done_chunks.clear()
 
-    def reindex(self) -> None:
+    def reindex(self, *, referents: bool = True) -> None:
         """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
-        or after a restore). Marks nothing changed: the caller knows what did.
+        or after a restore), the referent index too unless ``referents`` is False
+        (the caller brought it up to date). Marks nothing changed: the caller knows
+        what did.
 
         Built in bulk (each sorted index from one sort, not one insert per span):
         the same contents as entering every span one by one, at a fraction of
@@ -382,7 +384,8 @@ class SessionState:
         self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
         self.stale = stale
         self.children = children
-        self.referents = ReferentIndex.build(spans)
+        if referents:
+            self.referents = ReferentIndex.build(spans)
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count

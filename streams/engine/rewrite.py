@@ -150,22 +150,17 @@ def _keeps_order(session: SessionState, positions: dict[str, int]) -> bool:
 
 def _affected_spans(session: SessionState, diff: _Diff, holdings: dict[str, Holdings]) -> set[str]:
     """Live spans whose mentions may resolve differently after an order-keeping
-    rewrite: the spans whose holdings are rebuilt, and every span that mentions a
-    key, or has an anaphor of a type, held by a span that leaves or is re-held.
-    Any other mention keeps every binder it had before, in front of it."""
+    rewrite: the spans whose holdings are rebuilt, and every span with a mention
+    bound by a span that leaves or is re-held (the mentioners of a key it binds as
+    its first holder; the anaphors of a type it holds up to that type's next
+    holder). Any other mention keeps the binder it had, still in front of it."""
     spans = session.spans
     index = session.referents
     affected = {span_id for span_id in holdings if span_id in spans}
-    keys: set[str] = set()
-    types: set[str] = set()
-    for span in [*diff.merged, *diff.ungated, *(spans[span_id] for span_id in affected)]:
-        for key, type_ in span.holds:
-            keys.add(key)
-            types.add(type_)
-    for key in keys:
-        affected.update(index.key_mentioners.get(key, ()))
-    for type_ in types:
-        affected.update(at[2] for at in index.anaphors.get(type_, ()))
+    binders = [*diff.merged, *diff.ungated, *(spans[span_id] for span_id in affected)]
+    for binder in binders:
+        for user, _ in index.dependents(binder.span_id, binder.order_key, binder.holds):
+            affected.add(user)
     return affected
 
 
@@ -429,7 +424,9 @@ def _mutate(
         if placed is None:
             continue  # an entry for a span evicted after base_seq: it stays gone
         if placed.position != position:
-            placed.move(position)
+            # SpanState.move, inlined: every span of a snapshot may shift.
+            placed.position = position
+            placed.order_key = (position, placed.arrival, span_id)
             touched.append(placed)
         held = holdings.get(span_id)
         if held is not None and (placed.holds, placed.mentions) != (held.holds, held.mentions):

@@ -55,15 +55,10 @@ class SpanState:
     mentions: tuple[Mention, ...] = ()
     order_key: OrderKey = field(init=False, repr=False, compare=False)
     """This span's place in the context order: (position, arrival, span id). One
-    tuple shared by every index (set again by :meth:`move`)."""
+    tuple shared by every index (a rewrite that moves the span sets a new one)."""
 
     def __post_init__(self) -> None:
         self.order_key = (self.position, self.arrival, self.span_id)
-
-    def move(self, position: int) -> None:
-        """Give the span a new position (a rewrite's order); indexes are the caller's."""
-        self.position = position
-        self.order_key = (position, self.arrival, self.span_id)
 
 
 @dataclass(slots=True)

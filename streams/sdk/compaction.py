@@ -173,9 +173,15 @@ class CompactionGuard:
     """A session and how its compactions are gated: the base of every adapter.
 
     ``outcomes`` keeps every gated compaction, in order (for inspection).
+
+    Raises:
+        TypeError: For an option :class:`GuardOptions` does not name.
     """
 
     def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:
+        unknown = options.keys() - GuardOptions.__optional_keys__
+        if unknown:  # as a misspelt keyword argument would
+            raise TypeError(f"unexpected options: {', '.join(sorted(unknown))}")
         self.session: Session = unwrap(session)
         self.veto_on = frozenset(options.get("veto_on", DEFAULT_VETO))
         self.carry_scores = options.get("carry_scores", False)

@@ -291,7 +291,11 @@ class SpanTracker:
 
         Raises:
             ValueError: When neither or both are given (the contract's rule).
+            TypeError: For an option :class:`EvictionOptions` does not name.
         """
+        unknown = options.keys() - EvictionOptions.__optional_keys__
+        if unknown:  # as a misspelt keyword argument would
+            raise TypeError(f"unexpected options: {', '.join(sorted(unknown))}")
         threshold = options.get("threshold")
         keep_top_k = options.get("keep_top_k")
         query = options.get("query")

@@ -9,7 +9,13 @@ import pytest
 
 from schemas import Action, FaultKind, text_sha256
 from streams.engine.driver import EngineDriver
-from streams.sdk import Message, SpanguardClient, SyncSpanguardClient, gate_compaction
+from streams.sdk import (
+    CompactionGuard,
+    Message,
+    SpanguardClient,
+    SyncSpanguardClient,
+    gate_compaction,
+)
 from streams.sdk.tracker import SpanTracker
 
 SECRET_TEXT = "My account 8841-C was charged twice."
@@ -164,6 +170,11 @@ def test_bad_input_gets_a_clear_error() -> None:
         Message("", "x")
     with pytest.raises(ValueError, match="non-empty"):
         SpanguardClient.offline().session("")
+    # Options are keyword arguments: a misspelt one is an error, not ignored.
+    with pytest.raises(TypeError, match="thresold"):
+        tracker.eviction(thresold=0.3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"veto$"):
+        CompactionGuard(SpanguardClient.offline().session("s"), veto=())  # type: ignore[call-arg]
 
 
 def test_rewrite_event_is_valid_contract_json() -> None:

@@ -20,7 +20,7 @@ from schemas import (
     SpanPinned,
 )
 from streams.engine.engine import Engine, Source
-from streams.fleet.aggregates import window_of
+from streams.fleet.aggregates import COUNTERS, window_of
 from streams.fleet.aggregator import FleetAggregator
 from streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
 from streams.fleet.config import FleetSettings
@@ -71,12 +71,8 @@ def summed(values: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
         assert partial is not None
         for start, counts in partial.windows.items():
             row = total.setdefault((partial.tenant, start), Counter())
-            row["events"] += counts.events
-            row["sessions"] += counts.sessions
-            row["pins"] += counts.pins
-            row["recomputes"] += counts.recomputes
-            row["refused"] += counts.refused
-            row["cycles"] += counts.cycles
+            for name in COUNTERS:
+                row[name] += getattr(counts, name)
             for key, n in counts.faults.items():
                 row[f"fault:{key}"] += n
             for key, n in counts.decisions.items():
@@ -90,7 +86,7 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
     total: dict[Key, Counter[str]] = {}
     sessions: dict[Key, set[str]] = {}
     for n, line in enumerate(trace):
-        before = engine.stats.cycles_closed
+        before = (engine.stats.cycles_closed, engine.stats.cycles_healthy)
         outputs: list[OutputEvent] = engine.process_raw(line, Source("replay", 0, n))
         try:
             data = orjson.loads(line)
@@ -105,7 +101,8 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
         key = (data["tenant"], window_of(ts, WINDOW).start)
         row = total.setdefault(key, Counter())
         row["events"] += 1
-        row["cycles"] += engine.stats.cycles_closed - before
+        row["cycles"] += engine.stats.cycles_closed - before[0]
+        row["healthy"] += engine.stats.cycles_healthy - before[1]
         sessions.setdefault(key, set()).add(data["session_id"])
         for event in outputs:
             out = total.setdefault(

@@ -93,7 +93,7 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
 
     class FleetAll(faust.web.View):
         local = False
-        """/fleet/local: this worker's part of the view only."""
+        """True for ``/fleet/local``: this worker's part of the view only."""
 
         async def get(self, request: Any) -> Any:
             scope, refusal = scope_of(self, request)

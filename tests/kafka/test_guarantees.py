@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.engine.trace import SessionScript
 from streams.runtime.config import changelog_topic
-from tests.kafka.worker_process import scenario_traces
+from tests.kafka.traces import scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, replay_outputs
 
 

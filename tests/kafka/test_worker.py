@@ -8,7 +8,7 @@ import time
 
 import orjson
 
-from tests.kafka.worker_process import scenario_traces
+from tests.kafka.traces import scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs
 
 GARBAGE = [

@@ -1,4 +1,5 @@
-"""The traces the Kafka tests feed the workers (the pipeline helper is tests/pipeline.py)."""
+"""The trace the Kafka tests feed the workers: every scenario of the suite, interleaved
+(the pipeline helper is tests/pipeline.py)."""
 
 from __future__ import annotations
 

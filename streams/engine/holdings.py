@@ -13,7 +13,7 @@ from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
 from streams.engine.referent_index import Mention
-from streams.engine.referents import extract
+from streams.engine.referents import find_referents
 
 Holds = tuple[tuple[str, str], ...]
 
@@ -87,12 +87,12 @@ class HoldingsBuilder:
             known = (
                 known_types if not self._hash_types else _KnownTypes(hasher, tenant, known_types)
             )
-            extraction = extract(text, known)
-            for ident in extraction.identifiers:
-                holds[(hasher.key(tenant, ident.key), hasher.type(tenant, ident.type))] = None
-            for anaphor in extraction.anaphors:
-                surface = anaphor.surface if self._surfaces else None
-                found[Mention(type=hasher.type(tenant, anaphor.type), surface=surface)] = None
+            identifiers, anaphors = find_referents(text, known)
+            for key, type_, _, _ in identifiers:
+                holds[(hasher.key(tenant, key), hasher.type(tenant, type_))] = None
+            for anaphor_type, anaphor_surface, _ in anaphors:
+                surface = anaphor_surface if self._surfaces else None
+                found[Mention(type=hasher.type(tenant, anaphor_type), surface=surface)] = None
         for ref in introduces or ():
             holds[(hasher.key(tenant, ref.key), hasher.type(tenant, ref.type))] = None
         for men in mentions or ():

@@ -42,8 +42,11 @@ __all__ = [
     "STOP_WORDS",
     "Anaphor",
     "Extraction",
+    "FoundAnaphor",
+    "FoundIdentifier",
     "Identifier",
     "extract",
+    "find_referents",
 ]
 
 
@@ -318,12 +321,30 @@ def extract(text: str, known_types: Container[str] = frozenset()) -> Extraction:
     time in ``len(text)``; results in text order; offsets exact (see
     :class:`Identifier`).
     """
+    identifiers, anaphors = find_referents(text, known_types)
+    return Extraction(
+        tuple(Identifier(*found) for found in identifiers),
+        tuple(Anaphor(*found) for found in anaphors),
+    )
+
+
+FoundIdentifier = tuple[str, str, str, int]
+"""An :class:`Identifier`'s fields as a plain tuple: (key, type, surface, start)."""
+FoundAnaphor = tuple[str, str, int]
+"""An :class:`Anaphor`'s fields as a plain tuple: (type, surface, start)."""
+
+
+def find_referents(
+    text: str, known_types: Container[str] = frozenset()
+) -> tuple[list[FoundIdentifier], list[FoundAnaphor]]:
+    """What :func:`extract` finds, as plain tuples of its objects' fields, in the same
+    order: the engine's hot path, which keeps only keys and types, builds no object
+    per finding."""
     scanner = _Scanner(text)
     scanner.scan()
-    anaphors: tuple[Anaphor, ...] = ()
-    if known_types:
-        anaphors = _find_anaphors(text, known_types, scanner)
-    return Extraction(tuple(scanner.identifiers), anaphors)
+    if not known_types:
+        return scanner.identifiers, []
+    return scanner.identifiers, _find_anaphors(text, known_types, scanner)
 
 
 class _Scanner:
@@ -335,7 +356,7 @@ class _Scanner:
         self.text = text
         # Look-backs run forwards on the reversed text: regexes only match forwards.
         self.reversed_text = text[::-1]
-        self.identifiers: list[Identifier] = []
+        self.identifiers: list[FoundIdentifier] = []
         # Start offsets of nouns that typed an identifier: a determiner phrase
         # ending on one of them introduces an entity instead of referring to one.
         self.type_sources: set[int] = set()
@@ -459,9 +480,9 @@ class _Scanner:
     def add(self, surface: str, start: int, fallback: str, typed: _Typed) -> None:
         """Record an identifier, typed by its noun when there is one."""
         if typed is None:
-            self.identifiers.append(Identifier(surface.casefold(), fallback, surface, start))
+            self.identifiers.append((surface.casefold(), fallback, surface, start))
         else:
-            self.identifiers.append(Identifier(surface.casefold(), typed[0], surface, start))
+            self.identifiers.append((surface.casefold(), typed[0], surface, start))
             self.type_sources.add(typed[1])
 
     def noun_before(self, pos: int) -> _Typed:
@@ -559,13 +580,11 @@ def _type_forms(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
-def _find_anaphors(
-    text: str, known_types: Container[str], scanner: _Scanner
-) -> tuple[Anaphor, ...]:
+def _find_anaphors(text: str, known_types: Container[str], scanner: _Scanner) -> list[FoundAnaphor]:
     """Determiner phrases that name a known type; see :func:`extract` for the rules."""
     identifiers = scanner.identifiers
     opaque = scanner.opaque
-    anaphors: list[Anaphor] = []
+    anaphors: list[FoundAnaphor] = []
     introduced: set[str] = set()  # types this text introduced before the current determiner
     next_identifier = 0
     next_opaque = 0
@@ -581,8 +600,8 @@ def _find_anaphors(
             next_opaque += 1
         if next_opaque < len(opaque) and opaque[next_opaque][0] <= start:
             continue
-        while next_identifier < len(identifiers) and identifiers[next_identifier].start < start:
-            introduced.add(identifiers[next_identifier].type)
+        while next_identifier < len(identifiers) and identifiers[next_identifier][3] < start:
+            introduced.add(identifiers[next_identifier][1])
             next_identifier += 1
         for group in (1, 2, 3):
             word = phrase.group(group)
@@ -604,6 +623,6 @@ def _find_anaphors(
                     claimed = word_start
                     if word_start not in scanner.type_sources and introduced.isdisjoint(forms):
                         surface = text[start : phrase.end(group)]
-                        anaphors.append(Anaphor(known, surface, start))
+                        anaphors.append((known, surface, start))
                 break
-    return tuple(anaphors)
+    return anaphors

@@ -371,19 +371,25 @@ class _Scanner:
         text = self.text
         reversed_text = self.reversed_text
         size = len(text)
+        search, candidate_at, run_at = _TRIGGER.search, _CANDIDATE.match, _RUN.match
         pos = 0  # everything before it is classified
-        while (trigger := _TRIGGER.search(text, pos)) is not None:
+        while (trigger := search(text, pos)) is not None:
             at = trigger.start()
             start = at
             if text[at] != "`":
-                # Back to the start of the atom that holds the trigger.
-                start = at - _run_length(reversed_text, size - at)
-            match = _CANDIDATE.match(text, start) if start >= pos else None
+                # Back to the start of the atom that holds the trigger (a run of atom
+                # characters, possibly empty, read forwards on the reversed text).
+                run = run_at(reversed_text, size - at)
+                assert run is not None  # an empty run matches too
+                start = size - run.end()
+            match = candidate_at(text, start) if start >= pos else None
             if match is None:
                 # Candidates only start where an atom starts, so the rest of this
                 # atom (if the trigger is in one) cannot hold another: skip it.
                 # That also keeps a long atom from being walked back over twice.
-                pos = at + max(1, _run_length(text, at))
+                run = run_at(text, at)
+                assert run is not None
+                pos = max(at + 1, run.end())
             elif match.lastgroup == "atom":
                 pos = match.end()
                 self.atom(match.group(), start)
@@ -510,12 +516,6 @@ class _Scanner:
                 return None
             return lowered, size - found.end(2)
         return None
-
-
-def _run_length(text: str, pos: int) -> int:
-    """Length of the run of atom characters starting at ``pos`` (0 when there is none)."""
-    run = _RUN.match(text, pos)
-    return run.end() - pos if run is not None else 0
 
 
 def _is_path(token: str) -> bool:

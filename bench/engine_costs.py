@@ -106,7 +106,7 @@ def measure_memory(text: Callable[[], str], sessions: int = 100, spans: int = 1_
 
 def main() -> None:
     """Print both measures."""
-    from bench.engine import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
+    from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
 
     gen = TextGen(random.Random(5))
     templates = [USER_TEMPLATES, TOOL_TEMPLATES]

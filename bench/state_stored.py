@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 
-from bench.engine import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
+from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
 from streams.engine.engine import Engine, Source
 from streams.engine.trace import SessionScript, interleave
 

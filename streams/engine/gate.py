@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import islice
+from typing import NamedTuple
 
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, assemble
@@ -26,8 +26,7 @@ from streams.engine.referent_index import Mention
 from streams.engine.state import BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
-@dataclass(frozen=True, slots=True)
-class Pin:
+class Pin(NamedTuple):
     """Why a candidate is pinned: who needs it, through which mention, by what path."""
 
     pinned_for: list[str]
@@ -121,7 +120,11 @@ def pinned_set(
     index = session.referents
     pins: dict[str, Pin] = {}
     queue: deque[str] = deque()
-    for span_id in sorted(removal, key=lambda s: spans[s].order_key):
+    if needed is None:
+        in_order = sorted(removal, key=lambda s: spans[s].order_key)
+    else:  # the pass over the session is paid already: no sort of a large selection
+        in_order = [at[2] for at in session.order if at[2] in removal]
+    for span_id in in_order:
         if needed is not None:
             found = needed.get(span_id)
             if found is None:
@@ -181,23 +184,28 @@ def _needed_in_one_pass(
         user_id = at[2]
         user = spans[user_id]
         if user_id not in removal:
-            by_binder: dict[str, tuple[list[str], list[str]]] = {}
+            # Binder -> (keys, anaphor types) it binds for this user; most users need
+            # none, so nothing is allocated until one does.
+            by_binder: dict[str, tuple[list[str], list[str]]] | None = None
             binder: str | None
             for key, _ in user.holds:
                 binder = key_holders[key][0][2]
                 if binder != user_id and binder in removal:
-                    by_binder.setdefault(binder, ([], []))[0].append(key)
+                    by_binder = _bound(by_binder, binder)
+                    by_binder[binder][0].append(key)
             for mention in user.mentions:
                 if mention.key is not None:
                     holders = key_holders.get(mention.key)
                     binder = holders[0][2] if holders else None
                     if binder is not None and binder != user_id and binder in removal:
-                        by_binder.setdefault(binder, ([], []))[0].append(mention.key)
+                        by_binder = _bound(by_binder, binder)
+                        by_binder[binder][0].append(mention.key)
                 elif mention.type is not None:
                     binder = latest_of_type.get(mention.type)
                     if binder is not None and binder in removal:
-                        by_binder.setdefault(binder, ([], []))[1].append(mention.type)
-            for bound_by, (keys, types) in by_binder.items():
+                        by_binder = _bound(by_binder, binder)
+                        by_binder[binder][1].append(mention.type)
+            for bound_by, (keys, types) in (by_binder or _NO_BINDERS).items():
                 listed = users.get(bound_by)
                 if listed is None:
                     users[bound_by] = [user_id]
@@ -213,6 +221,20 @@ def _needed_in_one_pass(
         for _, type_ in user.holds:
             latest_of_type[type_] = user_id
     return {span_id: (listed, first_mention[span_id]) for span_id, listed in users.items()}
+
+
+_NO_BINDERS: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def _bound(
+    by_binder: dict[str, tuple[list[str], list[str]]] | None, binder: str
+) -> dict[str, tuple[list[str], list[str]]]:
+    # The (keys, types) lists of ``binder``, made on first use (with the dict itself).
+    if by_binder is None:
+        return {binder: ([], [])}
+    if binder not in by_binder:
+        by_binder[binder] = ([], [])
+    return by_binder
 
 
 def _type_held(span: SpanState, key: str) -> str:

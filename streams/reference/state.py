@@ -117,18 +117,17 @@ def binder(mention: Mention, owner: Span, live: Iterable[Span]) -> Span | None:
     A key: the earliest live span holding it. An anaphor: the latest live span
     strictly before ``owner`` holding an entity of its type.
     """
-    spans = sorted(live, key=lambda span: span.order)
+    spans = list(live)
     if mention.key is not None:
         holders = [span for span in spans if mention.key in span.referents.keys]
-        if not holders or holders[0] is owner:
-            return None
-        return holders[0]
+        first = min(holders, key=lambda span: span.order, default=None)
+        return None if first is None or first is owner else first
     if mention.type is None:
         return None
     earlier = [
         span for span in spans if span.order < owner.order and mention.type in span.referents.types
     ]
-    return earlier[-1] if earlier else None
+    return max(earlier, key=lambda span: span.order, default=None)
 
 
 def all_mentions(span: Span) -> list[Mention]:

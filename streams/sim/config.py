@@ -30,6 +30,10 @@ ASSUMED_SETTINGS = (
 """The engine settings the truth depends on."""
 
 
+LONG_SESSION_EVENTS = 3200
+"""Target events of a long session: more than 500 turns of the agent loop."""
+
+
 def engine_assumptions() -> dict[str, Any]:
     """The engine's default settings the truth assumes (written into the truth file)."""
     defaults = EngineSettings()
@@ -47,6 +51,8 @@ class SimConfig:
     fault_rate: float = 0.3
     faults: tuple[tuple[str, int], ...] = tuple((name, 1) for name in INJECTIONS)
     max_injections: int = 2
+    long_every: int = 0
+    """Every ``long_every``-th session is a long one (:data:`LONG_SESSION_EVENTS`); 0: none."""
 
     def describe(self) -> dict[str, Any]:
         """The configuration as it is written into the truth file."""
@@ -58,6 +64,7 @@ class SimConfig:
             "fault_rate": self.fault_rate,
             "faults": dict(self.faults),
             "max_injections": self.max_injections,
+            "long_every": self.long_every,
             "engine_assumptions": engine_assumptions(),
         }
 

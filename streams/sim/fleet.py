@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from streams.sim.config import SimConfig
+from streams.sim.config import LONG_SESSION_EVENTS, SimConfig
 from streams.sim.injections import REGISTRY
 from streams.sim.plan import Record, TextRecord
 from streams.sim.session import SessionGenerator
@@ -83,6 +83,8 @@ def simulate(config: SimConfig) -> SimulatedFleet:
         if any(e.dense_only for e in entries) and not domain.referent_dense:
             domain = session_rng.choice([d for d in DOMAINS if d.referent_dense])
         length = max(12, round(config.events_per_session * session_rng.uniform(0.8, 1.2)))
+        if config.long_every and index % config.long_every == config.long_every - 1:
+            length = LONG_SESSION_EVENTS
         start = EPOCH + timedelta(milliseconds=session_rng.randint(0, spread_ms))
         generator = SessionGenerator(
             session_rng,

@@ -42,6 +42,8 @@ class SpanContent:
     slots: tuple[Entity, ...] = ()
     level: int = 0
     text: str = ""
+    folded: bool = False
+    """The identifiers are written case-folded (a paraphrase's new surface form)."""
 
     @property
     def filler(self) -> bool:
@@ -72,6 +74,8 @@ class SimState:
     ids: Counter[str] = field(default_factory=Counter)
     last: Record | None = None
     """The last record written (a torn write repeats part of it)."""
+    deferred: dict[str, float] = field(default_factory=dict)
+    """Scores the harness sends late, with the next turn's pass."""
     closed: bool = False
 
     def clone(self) -> SimState:
@@ -85,6 +89,7 @@ class SimState:
             content={k: replace(v) for k, v in self.content.items()},
             ids=Counter(self.ids),
             last=self.last,
+            deferred=dict(self.deferred),
             closed=self.closed,
         )
 
@@ -395,7 +400,9 @@ class Planner:
             )
             return self._evict(op, event)
         elif isinstance(op, RedeliverOp):
-            return self._feed(op, Record(op.data, self._ms(op.data)))
+            previous = st.last
+            assert previous is not None
+            return self._feed(op, Record(op.data, previous.ms))
         else:
             assert isinstance(op, CloseOp)
             st.closed = True

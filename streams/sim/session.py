@@ -25,6 +25,7 @@ from streams.sim.plan import (
     EvictOp,
     Planner,
     Record,
+    RedeliverOp,
     RewriteOp,
     SimState,
     Step,
@@ -36,6 +37,11 @@ from streams.sim.truth import EvictionTruth, FaultTruth, SessionTruth
 
 if TYPE_CHECKING:
     from streams.sim.injections import Injection
+
+REDELIVERY_RATE = 0.08
+"""Chance per turn that a recent event is delivered again (harmless noise)."""
+REDELIVERY_REACH = 30
+"""How far back a re-delivered event may come from (well inside the duplicate window)."""
 
 
 class SessionGenerator(Steps):
@@ -93,11 +99,26 @@ class SessionGenerator(Steps):
                 self._attempt(self.compaction, None)
             if turn % evict_every == 0 and len(self.state.session.spans) >= 6:
                 self._attempt(self.eviction, None)
+            if self.rng.random() < REDELIVERY_RATE:
+                self._attempt(self.redeliver, None)
         self._attempt(lambda p: p.run(CloseOp()) >= 0, None)
         if self.straggler:
             self._attempt(self.straggle, None)
         self.truth.events = len(self.records)
         self.truth.skipped = [injection.name for injection in self.pending]
+
+    def redeliver(self, p: Planner) -> bool:
+        """At-least-once delivery: one of the session's recent events arrives again,
+        after later ones, inside the duplicate window (it must cause nothing)."""
+        recent = [
+            r.data
+            for r in self.records[-REDELIVERY_REACH:]
+            if isinstance(r.data, dict) and r.deadletter is None
+        ]
+        if not recent:
+            return False
+        p.run(RedeliverOp(self.rng.choice(recent)))
+        return True
 
     def _attempt(self, build: Callable[[Planner], bool], injection: Injection | None) -> bool:
         for _ in range(self.ATTEMPTS):

@@ -35,11 +35,15 @@ from streams.sim.plan import (
     anaphors_of,
     score_of,
 )
-from streams.sim.texts import Beat, Domain, Entity, Text, compose
+from streams.sim.texts import Beat, Domain, Entity, Text, compose, tool_call
 from streams.sim.vocab import LOSSY_FORMS, POISON_FORMS, SUMMARY_EMPTY, SUMMARY_FORMS
 
 SCORE_MIN, SCORE_MAX = 0.02, 0.98
 """Scores the simulated scorer gives stay inside these bounds."""
+LIVE_BUDGET = 40
+"""Live spans over which the harness asks to evict the oldest (its context budget)."""
+SECOND_SCORER = "rerank-v2"
+"""A second scorer that re-scores a few spans now and then."""
 
 
 class Steps:
@@ -66,12 +70,13 @@ class Steps:
     ) -> str:
         """A ``span.added`` of ``beat`` naming ``slots``; returns its span id."""
         st = p.state
-        prefix = {"user": "u", "tool": "t", "assistant": "a"}[beat.role]
+        prefix = {"user": "u", "tool": "t", "assistant": "a", "call": "c"}[beat.role]
         span_id = self.new_id(st, prefix)
         known = frozenset(st.live.known_types())
         text = compose(beat.forms[0], slots, known)
         st.content[span_id] = SpanContent(beat.role, beat.forms, slots, 0, text.text)
-        p.run(AddOp(span_id, text, beat.role, st.live.next_position(), known), intend)
+        role = "assistant" if beat.role == "call" else beat.role
+        p.run(AddOp(span_id, text, role, st.live.next_position(), known), intend)
         return span_id
 
     def natural(self, content: SpanContent) -> float:
@@ -192,11 +197,20 @@ class Steps:
         beat, slots = self._choose(st, beats)
         new.append(self.add(p, beat, slots, [FaultKind.SEQUENCE_GAP] if gap else ()))
         if self.rng.random() < 0.6 or turn == 1:
+            # The agent calls a tool, then the tool's result comes back: a pair of spans.
             beat, slots = self._choose(st, self.domain.tool)
+            new.append(self.add(p, tool_call(beat), slots[:1]))
             new.append(self.add(p, beat, slots))
         beat, slots = self._choose(st, self.domain.assistant)
         new.append(self.add(p, beat, slots))
         values = {sid: self.natural(st.content[sid]) for sid in new}
+        # A harness that scores late: last turn's deferred scores come with this pass
+        # (a span evicted meanwhile is scored anyway; the score binds nothing).
+        values.update(st.deferred)
+        st.deferred = {}
+        if not (gap or no_hash) and turn > 1 and self.rng.random() < 0.25:
+            reply = new[-1]
+            st.deferred[reply] = values.pop(reply)
         if turn % 3 == 0:
             # A refresh against the new turn: old spans lose relevance, except
             # those that repeat a key of the new turn (lexical overlap). Spans
@@ -218,7 +232,23 @@ class Steps:
             p.run(self.scoring(p, {victim: values[victim]}))
         else:
             p.run(self.scoring(p, values))
+        if self.rng.random() < 0.2:
+            self.second_opinion(p)
         return True
+
+    def second_opinion(self, p: Planner) -> None:
+        """Another scorer re-scores a few spans of the current text, close to their
+        scores: a harmless re-score, which binds and raises nothing else."""
+        usable = self.usable(p)
+        if not usable:
+            return
+        picked = self.rng.sample(usable, k=min(len(usable), self.rng.randint(1, 3)))
+        values = {}
+        for span_id in picked:
+            bound = score_of(p.live.spans[span_id])
+            assert bound is not None
+            values[span_id] = bound * self.rng.uniform(0.97, 1.03)
+        p.run(self.scoring(p, values, scorer=SECOND_SCORER))
 
     def usable(self, p: Planner) -> list[str]:
         """Live spans that may take part in a rewrite: scored, not stale, not poisoned."""
@@ -357,9 +387,12 @@ class Steps:
                 if content.level + 1 >= len(content.forms):
                     return None
                 level = content.level + 1
-                text = compose(content.forms[level], content.slots, known)
+                # The paraphrasing model may write the identifiers in a new surface
+                # form (``inc-4411``): the same keys, so nothing may be lost.
+                fold = content.folded or self.rng.random() < 0.4
+                text = compose(content.forms[level], content.slots, known, fold)
                 new_content[sid] = SpanContent(
-                    content.role, content.forms, content.slots, level, text.text
+                    content.role, content.forms, content.slots, level, text.text, fold
                 )
                 entries.append(SnapEntry(sid, text, known=known))
             else:
@@ -472,7 +505,12 @@ class Steps:
         ranked = model.ranked()
         roll = self.rng.random()
         order = [s.span_id for s in model.ordered() if s.span_id not in model.poisoned()]
-        if roll < 0.35 and len(ranked) >= 4:
+        if len(order) > LIVE_BUDGET:
+            # Over its budget the compactor asks for the oldest spans (a long session
+            # keeps a bounded context; what a retained span needs is pinned).
+            excess = order[: len(order) - LIVE_BUDGET + self.rng.randint(4, 8)]
+            op = EvictOp("candidates", candidates=tuple(excess), basis="recency")
+        elif roll < 0.35 and len(ranked) >= 4:
             k = self.rng.randint(1, min(4, len(ranked) - 3))
             low, high = score_of(ranked[k - 1]), score_of(ranked[k])
             assert low is not None and high is not None
@@ -489,7 +527,6 @@ class Steps:
         p.run(op)
         return True
 
-    # -- injections ------------------------------------------------------------
     def two_step(self, p: Planner, first: list[str], poison: bool) -> bool:
         """Merge ``first`` into a summary and leave it unscored; then summarise it
         again (counter 2) or, with ``poison``, condense it twice (counters 2, 3)."""

@@ -66,12 +66,16 @@ _MARK = re.compile(r"<([eka])(\d)(?::([a-z ]+))?>")
 _TOOL_PREFIX = re.compile(r"[a-z]+_[a-z_]*:")
 
 
-def compose(template: str, slots: Sequence[Entity], known: Container[str]) -> Text:
+def compose(
+    template: str, slots: Sequence[Entity], known: Container[str], fold: bool = False
+) -> Text:
     """Render ``template`` and record what it holds.
 
     An anaphor phrase counts only when its type is already known in the session
     (``known``) and this text has not introduced that type before the phrase:
-    the contract's rule, which the extractor implements.
+    the contract's rule, which the extractor implements. With ``fold`` every
+    identifier is written case-folded (``inc-4411``): a new surface form of the
+    same key, as a paraphrasing model writes it.
     """
     parts: list[str] = []
     holds: list[Hold] = []
@@ -82,12 +86,13 @@ def compose(template: str, slots: Sequence[Entity], known: Container[str]) -> Te
         parts.append(template[pos : match.start()])
         kind, index, det = match.group(1), int(match.group(2)), match.group(3)
         entity = slots[index]
+        surface = entity.key if fold else entity.surface
         if kind == "e":
-            parts.append(f"{entity.noun} {entity.surface}")
+            parts.append(f"{entity.noun} {surface}")
             holds.append((entity.key, entity.noun))
             introduced.add(entity.noun)
         elif kind == "k":
-            parts.append(entity.surface)
+            parts.append(surface)
             holds.append((entity.key, entity.cls))
             introduced.add(entity.cls)
         else:
@@ -111,6 +116,19 @@ class Beat:
     role: str
     forms: tuple[str, ...]
     slots: tuple[str, ...] = ()
+
+
+def tool_call(result: Beat) -> Beat:
+    """The call that asks for a tool ``result``: it names the tool and, with the
+    result's first entity, the argument (``Calling lookup_order on order 55012.``)."""
+    match = _TOOL_PREFIX.match(result.forms[0])
+    tool = match.group(0)[:-1] if match else "search"
+    argument = [k.lstrip("+") for k in result.slots[:1]]
+    if argument:
+        forms = (f"Calling {tool} on <e0>.", f"Called {tool} on <e0>.", f"{tool}: <e0>.")
+    else:
+        forms = (f"Calling {tool}.", f"Called {tool}.", f"{tool}.")
+    return Beat("call", forms, tuple(argument))
 
 
 @dataclass(frozen=True, slots=True)

@@ -466,6 +466,7 @@ LOSSY_FORMS = {
     "user": "Customer shared some details earlier.",
     "tool": "Tool output trimmed.",
     "assistant": "Agent replied earlier.",
+    "call": "Tool call trimmed.",
     "summary": "Summary trimmed.",
     "digest": "Digest trimmed.",
 }

@@ -98,11 +98,16 @@ def test_seq_is_contiguous_per_session_except_injected_gaps(fleet: SimulatedFlee
     assert gaps
     last: dict[str, int] = {}
     seen_gaps = set()
+    first: dict[str, bytes] = {}
     for line in fleet.lines:
         data = _identity(line)
         if data is None:
             continue  # broken JSON has no seq
         session, seq, event_id = str(data["session_id"]), int(data["seq"]), str(data["event_id"])  # type: ignore[call-overload]
+        if event_id in first:
+            assert line == first[event_id]  # a re-delivery: the same bytes, seq not moved
+            continue
+        first[event_id] = line
         if session in last:
             if event_id in gaps:
                 assert seq > last[session] + 1
@@ -132,15 +137,26 @@ def test_every_line_but_the_malformed_ones_validates(fleet: SimulatedFleet) -> N
 
 
 def test_sessions_are_interleaved_but_each_in_order(fleet: SimulatedFleet) -> None:
-    order = [str(d["session_id"]) for line in fleet.lines if (d := _identity(line))]
+    firsts = _first_deliveries(fleet.lines)
+    order = [str(d["session_id"]) for d in firsts]
     switches = sum(1 for a, b in pairwise(order) if a != b)
     assert switches > len(fleet.truth.sessions) * 5
     per_session: dict[str, list[int]] = defaultdict(list)
-    for line in fleet.lines:
-        data = _identity(line)
-        if data is not None:
-            per_session[str(data["session_id"])].append(int(data["seq"]))  # type: ignore[call-overload]
+    for data in firsts:
+        per_session[str(data["session_id"])].append(int(data["seq"]))  # type: ignore[call-overload]
     assert all(seqs == sorted(seqs) for seqs in per_session.values())
+
+
+def _first_deliveries(lines: list[bytes]) -> list[dict[str, object]]:
+    """The readable events, each at its first delivery (re-deliveries left out)."""
+    seen: set[str] = set()
+    found = []
+    for line in lines:
+        data = _identity(line)
+        if data is not None and str(data["event_id"]) not in seen:
+            seen.add(str(data["event_id"]))
+            found.append(data)
+    return found
 
 
 def test_texts_hold_exactly_what_the_generator_says(fleet: SimulatedFleet) -> None:

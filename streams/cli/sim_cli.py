@@ -50,6 +50,10 @@ def simulate(
     max_injections: Annotated[
         int, typer.Option(min=1, help="at most this many injections per faulty session")
     ] = 2,
+    long_every: Annotated[
+        int,
+        typer.Option(min=0, help="every Nth session is a long one (500+ turns); 0: none"),
+    ] = 0,
     out: Annotated[
         str, typer.Option("--out", "-o", help="events JSONL file, or - for stdout")
     ] = "sim.jsonl",
@@ -94,6 +98,7 @@ def simulate(
         fault_rate=fault_rate,
         faults=mix,
         max_injections=max_injections,
+        long_every=long_every,
     )
     started = time.perf_counter()
     fleet = generate(cfg)

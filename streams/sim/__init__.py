@@ -10,13 +10,32 @@ inject), :mod:`.fleet` (many sessions, interleaved), :mod:`.truth` (the truth
 file), :mod:`.quality` (``spanguard quality``) and :mod:`.scenarios` (the
 hand-written example sessions).
 
-The public entry points are re-exported here.
+The public entry points are re-exported here, loaded on first use, so that
+importing one module (say :mod:`.texts`) loads nothing else.
 """
 
-from streams.sim.config import SimConfig, parse_fault_mix
-from streams.sim.fleet import SimulatedFleet, simulate, truth_path_for
-from streams.sim.injections import INJECTIONS, REGISTRY, Injection
-from streams.sim.truth import FleetTruth
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streams.sim.config import SimConfig, parse_fault_mix
+    from streams.sim.fleet import SimulatedFleet, simulate, truth_path_for
+    from streams.sim.injections import INJECTIONS, REGISTRY, Injection
+    from streams.sim.truth import FleetTruth
+
+_HOME = {
+    "SimConfig": "streams.sim.config",
+    "parse_fault_mix": "streams.sim.config",
+    "SimulatedFleet": "streams.sim.fleet",
+    "simulate": "streams.sim.fleet",
+    "truth_path_for": "streams.sim.fleet",
+    "INJECTIONS": "streams.sim.injections",
+    "REGISTRY": "streams.sim.injections",
+    "Injection": "streams.sim.injections",
+    "FleetTruth": "streams.sim.truth",
+}
 
 __all__ = [
     "INJECTIONS",
@@ -29,3 +48,10 @@ __all__ = [
     "simulate",
     "truth_path_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use."""
+    if name not in _HOME:
+        raise AttributeError(f"module 'streams.sim' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)

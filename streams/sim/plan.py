@@ -76,7 +76,6 @@ class SimState:
     """The last record written (a torn write repeats part of it)."""
     deferred: dict[str, float] = field(default_factory=dict)
     """Scores the harness sends late, with the next turn's pass."""
-    closed: bool = False
 
     def clone(self) -> SimState:
         """A copy that a failed plan can throw away."""
@@ -90,7 +89,6 @@ class SimState:
             ids=Counter(self.ids),
             last=self.last,
             deferred=dict(self.deferred),
-            closed=self.closed,
         )
 
     @property
@@ -405,7 +403,6 @@ class Planner:
             return self._feed(op, Record(op.data, previous.ms))
         else:
             assert isinstance(op, CloseOp)
-            st.closed = True
             event = writer.close()
         return self._feed(op, Record(event, self._ms(event)))
 

@@ -3,6 +3,8 @@ imports the engine, but the configuration reading the engine's default settings
 (which the truth file records), and the hand-written example scenarios."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import streams.sim
@@ -64,3 +66,16 @@ def test_the_reference_reads_the_contract_defaults_as_the_engine_does() -> None:
     assert defaults.min_summary_tokens == rewrite.MIN_SUMMARY_TOKENS
     assert defaults.empty_summary_parent_factor == rewrite.EMPTY_PARENT_FACTOR
     assert defaults.poisoned == "drop" and defaults.protect_lineage is False
+
+
+def test_the_text_generator_imports_nothing_of_the_simulator_or_the_engine() -> None:
+    # bench/ and the scenarios import it on its own: no side effect, no heavy import.
+    code = (
+        "import sys, streams.sim.texts, streams.sim.vocab; "
+        "print(sorted(m for m in sys.modules if m.startswith('streams')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
+    assert (
+        done.stdout.strip()
+        == "['streams', 'streams.sim', 'streams.sim.texts', 'streams.sim.vocab']"
+    )

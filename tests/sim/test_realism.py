@@ -15,11 +15,14 @@ import pytest
 
 from schemas import OutputEvent
 from streams.engine.engine import Engine, Source
+from streams.engine.referents import extract
 from streams.reference.compare import first_divergence, outcomes_of
 from streams.reference.outcome import Fault
 from streams.sim import SimConfig, SimulatedFleet, simulate
 from streams.sim.config import LONG_SESSION_EVENTS
 from streams.sim.steps import LIVE_BUDGET, SECOND_SCORER
+from streams.sim.texts import AgentTexts
+from streams.sim.vocab import SUPPORT
 
 Json = dict[str, object]
 
@@ -132,3 +135,19 @@ def test_a_long_session_keeps_a_bounded_context_and_agrees() -> None:
     assert biggest < LIVE_BUDGET * 2
     divergence = first_divergence(fleet.lines, Feed(Engine()))
     assert divergence is None, divergence.describe()
+
+
+def test_agent_texts_are_deterministic_and_hold_what_they_say() -> None:
+    first = list(AgentTexts(3, SUPPORT).turns(30))
+    assert first == list(AgentTexts(3, SUPPORT).turns(30))
+    assert first != list(AgentTexts(4, SUPPORT).turns(30))
+    assert {m.role for m in first} == {"user", "tool", "assistant"}
+    known: set[str] = set()
+    anaphors = 0
+    for message in first:
+        found = extract(message.text.text, frozenset(known))
+        assert {(i.key, i.type) for i in found.identifiers} == set(message.text.holds)
+        assert [a.type for a in found.anaphors] == list(message.text.anaphors)
+        anaphors += len(message.text.anaphors)
+        known.update(t for _, t in message.text.holds)
+    assert anaphors > 3

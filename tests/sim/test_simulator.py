@@ -246,3 +246,16 @@ def test_each_injection_raises_exactly_its_registered_fault_kinds() -> None:
             assert all(f.injection == name for f in session.faults)
             assert bool(session.deadletters) == (name == "MALFORMED")
     assert seen == set(INJECTIONS)
+
+
+def test_the_docs_list_every_registered_injection_with_its_faults() -> None:
+    text = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    section = text.split("## Injected faults", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[3]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+    assert set(rows) == set(INJECTIONS)
+    for name, entry in REGISTRY.items():
+        assert all(f"`{kind.value}`" in rows[name] for kind in entry.faults), name

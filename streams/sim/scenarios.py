@@ -16,27 +16,45 @@ from collections.abc import Callable
 from pathlib import Path
 
 from streams.engine.trace import SessionScript, interleave
+from streams.sim.texts import Entity, compose
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-TURNS = [
-    ("u1", "user", "Hi, I was charged twice for order 55012 last week."),
+ORDER = Entity("order", "55012", "id")
+ACCOUNT = Entity("account", "8841-C", "id")
+TICKET = Entity("ticket", "INC-4411", "id")
+"""The entities of the support-triage story (seed 001's account)."""
+
+_STORY = (
+    ("u1", "user", "Hi, I was charged twice for <e0> last week."),
+    # The tool writes the bare number and a card ending: not identifiers of the story.
     (
         "t1",
         "tool",
         "lookup_order(55012) -> status shipped, 2 charges of 49.00 EUR, card ending 4421",
     ),
-    ("a1", "assistant", "I can see two charges on that order. Let me check the payment account."),
-    ("u2", "user", "It is account 8841-C, the one flagged last week."),
-    ("t2", "tool", "kyc_status(8841-C) -> pending review, opened ticket INC-4411"),
-    (
-        "a2",
-        "assistant",
-        "Your account is under a routine review; I opened INC-4411 for the refund.",
-    ),
+    ("a1", "assistant", "I can see two charges on <a0:that>. Let me check the payment account."),
+    ("u2", "user", "It is <e1>, the one flagged last week."),
+    ("t2", "tool", "kyc_status(<k1>) -> pending review, opened <e2>"),
+    ("a2", "assistant", "Your account is under a routine review; I opened <k2> for the refund."),
     ("u3", "user", "How long does the review usually take?"),
     ("a3", "assistant", "Usually two business days."),
-]
+)
+
+
+def _story() -> list[tuple[str, str, str]]:
+    """The story's turns written by the shared text generator (:func:`compose`)."""
+    known: set[str] = set()
+    turns = []
+    for span_id, role, template in _STORY:
+        text = compose(template, (ORDER, ACCOUNT, TICKET), frozenset(known))
+        known.update(type_ for _, type_ in text.holds)
+        turns.append((span_id, role, text.text))
+    return turns
+
+
+TURNS = _story()
+"""(span id, role, text) of the support-triage turns both example sessions start with."""
 
 
 def healthy(session_id: str = "sess-healthy-01", tenant: str = "acme") -> SessionScript:

@@ -63,7 +63,7 @@ class Text:
 # <k0>: entity 0 alone (the template puts a stop word before it, so its type is
 #       its class); <a0:that>: a determiner phrase naming entity 0's type.
 _MARK = re.compile(r"<([eka])(\d)(?::([a-z ]+))?>")
-_TOOL_PREFIX = re.compile(r"[a-z]+_[a-z_]*:")
+_TOOL_PREFIX = re.compile(r"[a-z]+_[a-z_]*[:(]")
 
 
 def compose(
@@ -102,7 +102,7 @@ def compose(
         pos = match.end()
     parts.append(template[pos:])
     text = "".join(parts)
-    if not _TOOL_PREFIX.match(text):  # "lookup_order: ..." stays as the tool wrote it
+    if not _TOOL_PREFIX.match(text):  # "lookup_order: ...", "kyc_status(...)" stay as written
         text = text[:1].upper() + text[1:]
     return Text(text, tuple(dict.fromkeys(holds)), tuple(anaphors))
 

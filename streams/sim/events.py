@@ -84,31 +84,15 @@ class EventWriter:
         """The ``score_id`` of entry ``index`` of pass ``pass_number`` (from 1)."""
         return f"sc-{pass_number}-{index}-{span_id}"
 
-    def score(
-        self,
-        scores: Iterable[tuple[str, float]],
-        *,
-        against: dict[str, str] | None = None,
-        no_hash: Iterable[str] = (),
-        scorer: str = SCORER,
-    ) -> Json:
-        """A ``scores.computed`` pass; each score is hashed on the span's last text,
-        on the text ``against`` names, or (``no_hash``) not at all."""
+    def score(self, scores: Iterable[tuple[str, float, str | None]], scorer: str = SCORER) -> Json:
+        """A ``scores.computed`` pass of ``(span id, value, text)``: each score carries
+        the hash of the text it was computed against (no hash when that is None)."""
         self.passes += 1
-        against = against or {}
-        missing = set(no_hash)
-        entries = []
-        for i, (span_id, value) in enumerate(scores):
-            entry: Json = {
-                "score_id": self.score_id(self.passes, i, span_id),
-                "span_id": span_id,
-                "score": value,
-            }
-            if span_id not in missing:
-                entry["text_sha256"] = text_sha256(
-                    against.get(span_id, self.texts.get(span_id, ""))
-                )
-            entries.append(entry)
+        entries = [
+            {"score_id": self.score_id(self.passes, i, span_id), "span_id": span_id, "score": value}
+            | ({} if text is None else {"text_sha256": text_sha256(text)})
+            for i, (span_id, value, text) in enumerate(scores)
+        ]
         return self.event("scores.computed", scorer=scorer, scores=entries)
 
     def rewrite(

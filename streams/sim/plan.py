@@ -374,13 +374,9 @@ class Planner:
                 derived_from=op.derived_from,
             )
         elif isinstance(op, ScoreOp):
-            against = {sid: mode for sid, _, mode in op.entries if mode}
-            no_hash = [sid for sid, _, mode in op.entries if mode == ""]
             event = writer.score(
-                [(sid, value) for sid, value, _ in op.entries],
-                against=against,
-                no_hash=no_hash,
-                scorer=op.scorer,
+                [(sid, value, self._scored_text(sid, mode)) for sid, value, mode in op.entries],
+                op.scorer,
             )
         elif isinstance(op, RewriteOp):
             event = writer.rewrite(
@@ -405,6 +401,12 @@ class Planner:
             assert isinstance(op, CloseOp)
             event = writer.close()
         return self._feed(op, Record(event, self._ms(event)))
+
+    def _scored_text(self, span_id: str, mode: str | None) -> str | None:
+        """The text a score was computed against (see :class:`ScoreOp`); None: no hash."""
+        if mode is None:
+            return self.state.writer.texts.get(span_id, "")
+        return mode or None
 
     def _ms(self, event: Json) -> int:
         return self.state.start_ms + self.state.step_ms * int(event["seq"])
@@ -453,7 +455,7 @@ class Planner:
             )
             return Record(raw, previous.ms, DeadLetterTruth(None, None, reason.value, None))
         if reason is RejectReason.NON_FINITE_SCORE:
-            event = writer.score([(op.span_id, 0.5)])
+            event = writer.score([(op.span_id, 0.5, writer.texts.get(op.span_id, ""))])
             event["scores"][0]["score"] = "__NAN__"
             raw = orjson.dumps(event).replace(b'"__NAN__"', b"NaN")
             truth = DeadLetterTruth(session_id, tenant, reason.value, str(event["event_id"]))

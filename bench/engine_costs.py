@@ -1,4 +1,4 @@
-"""Two fixed costs of the engine, measured for ``bench/engine.py``:
+"""Two fixed costs of the engine, measured for ``python -m bench.engine``:
 
 * **decode**: one ``span.added`` and one ``scores.computed`` (six scores), as
   the mixed workload writes them, decoded and validated by

@@ -270,7 +270,12 @@ class Engine:
 
     def _add_span(self, session: SessionState, event: SpanAdded, emission: Emission) -> None:
         holdings = self._holdings.build(
-            session.tenant, session.known_types, event.text, event.introduces, event.mentions
+            session.tenant,
+            session.known_types,
+            event.text,
+            event.content_hash,
+            event.introduces,
+            event.mentions,
         )
         self._holdings.learn_types(session.known_types, holdings)
         parents = tuple(event.derived_from or ())

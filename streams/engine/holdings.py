@@ -13,9 +13,13 @@ from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
 from streams.engine.referent_index import Mention
-from streams.engine.referents import find_referents
+from streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
+
+SCAN_CACHE_ENTRIES = 4096
+"""Scans of recent texts kept per builder, in each of two generations (see
+:class:`HoldingsBuilder`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +56,18 @@ class _KnownTypes:
 
 
 class HoldingsBuilder:
-    """Builds :class:`Holdings` for one tenant's spans."""
+    """Builds :class:`Holdings` for one tenant's spans.
 
-    __slots__ = ("_hash_types", "_hasher", "_surfaces")
+    Texts repeat (templated tool results, a rewrite's summaries of known spans), and
+    extraction is the costliest step of a span, so the scan of a text (a pure
+    function of it) is remembered by the text's sha256: up to
+    :data:`SCAN_CACHE_ENTRIES` recent ones, plus the previous generation of as many
+    (a hit there moves the scan forward), which keeps what is still in use when a
+    generation fills. It holds extracted identifiers in clear, like the key cache
+    of :class:`KeyHasher`, never the texts.
+    """
+
+    __slots__ = ("_hash_types", "_hasher", "_previous_scans", "_scans", "_surfaces")
 
     def __init__(self, settings: EngineSettings) -> None:
         self._hasher = KeyHasher(
@@ -64,16 +77,32 @@ class HoldingsBuilder:
         )
         self._hash_types = settings.hash_types
         self._surfaces = settings.emit_surfaces
+        self._scans: dict[str, Scan] = {}
+        self._previous_scans: dict[str, Scan] = {}
+
+    def _scan(self, text: str, text_sha256: str) -> Scan:
+        scan = self._scans.get(text_sha256)
+        if scan is None:
+            scan = self._previous_scans.get(text_sha256)
+            if scan is None:
+                scan = scan_text(text)
+            if len(self._scans) >= SCAN_CACHE_ENTRIES:
+                self._previous_scans = self._scans
+                self._scans = {}
+            self._scans[text_sha256] = scan
+        return scan
 
     def build(
         self,
         tenant: str,
         known_types: set[str],
         text: str | None,
+        text_sha256: str,
         introduces: Iterable[Referent] | None,
         mentions: Iterable[MentionIn] | None,
     ) -> Holdings:
-        """Holdings from the built-in extractor (when there is text) and the harness's lists.
+        """Holdings from the built-in extractor (when there is text, whose sha256 is
+        ``text_sha256``) and the harness's lists.
 
         ``known_types`` (the session's introduced types) decides what counts as
         an anaphor; it is not changed here (see :meth:`learn_types`).
@@ -87,9 +116,10 @@ class HoldingsBuilder:
             known = (
                 known_types if not self._hash_types else _KnownTypes(hasher, tenant, known_types)
             )
-            identifiers, anaphors = find_referents(text, known)
-            for key, type_, _, _ in identifiers:
+            scan = self._scan(text, text_sha256)
+            for key, type_, _, _ in scan.identifiers:
                 holds[(hasher.key(tenant, key), hasher.type(tenant, type_))] = None
+            anaphors = find_anaphors(scan.phrases, known) if known else ()
             for anaphor_type, anaphor_surface, _ in anaphors:
                 surface = anaphor_surface if self._surfaces else None
                 found[Mention(type=hasher.type(tenant, anaphor_type), surface=surface)] = None

@@ -32,7 +32,7 @@ Design, and why:
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -45,8 +45,13 @@ __all__ = [
     "FoundAnaphor",
     "FoundIdentifier",
     "Identifier",
+    "Phrase",
+    "PhraseWord",
+    "Scan",
     "extract",
+    "find_anaphors",
     "find_referents",
+    "scan_text",
 ]
 
 
@@ -344,7 +349,35 @@ def find_referents(
     scanner.scan()
     if not known_types:
         return scanner.identifiers, []
-    return scanner.identifiers, _find_anaphors(text, known_types, scanner)
+    return scanner.identifiers, find_anaphors(_phrases(text, scanner), known_types)
+
+
+PhraseWord = tuple[str, int, str, bool]
+"""A word a determiner may name: (word, its start, the anaphor's surface up to it,
+whether it typed an identifier of the same text)."""
+Phrase = tuple[int, frozenset[str], tuple[PhraseWord, ...]]
+"""A determiner phrase outside URLs and code: (start, the types the text introduced
+before it, its words in order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """Everything extraction reads from one text, before ``known_types`` is asked:
+    the identifiers and the determiner phrases. A pure function of the text, so a
+    caller may keep it per text (the engine does, keyed by the text's sha256) and
+    find the anaphors for any ``known_types`` with :func:`find_anaphors`."""
+
+    identifiers: tuple[FoundIdentifier, ...]
+    phrases: tuple[Phrase, ...]
+
+
+def scan_text(text: str) -> Scan:
+    """Identifiers and determiner phrases of one text (see :class:`Scan`);
+    ``find_anaphors(scan.phrases, known)`` then gives what :func:`find_referents`
+    gives for ``known``."""
+    scanner = _Scanner(text)
+    scanner.scan()
+    return Scan(tuple(scanner.identifiers), _phrases(text, scanner))
 
 
 class _Scanner:
@@ -580,33 +613,54 @@ def _type_forms(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
-def _find_anaphors(text: str, known_types: Container[str], scanner: _Scanner) -> list[FoundAnaphor]:
-    """Determiner phrases that name a known type; see :func:`extract` for the rules."""
+def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
+    """The determiner phrases of a scanned text, with what the anaphor rules read of
+    the text itself (see :func:`extract` for the rules)."""
     identifiers = scanner.identifiers
     opaque = scanner.opaque
-    anaphors: list[FoundAnaphor] = []
+    type_sources = scanner.type_sources
+    phrases: list[Phrase] = []
     introduced: set[str] = set()  # types this text introduced before the current determiner
+    introduced_now: frozenset[str] = frozenset()
     next_identifier = 0
     next_opaque = 0
-    # Per call: a word's known spelling and its forms. Container lookups may be
-    # costly (the engine hashes types), so each distinct word asks only once.
-    lookups: dict[str, tuple[str | None, tuple[str, ...]]] = {}
-    # "the same old account" has two determiners but one referent: a type word
-    # examined by one determiner is not examined again by a later one.
-    claimed = -1
     for phrase in _PHRASE.finditer(text):
         start = phrase.start()
         while next_opaque < len(opaque) and opaque[next_opaque][1] <= start:
             next_opaque += 1
         if next_opaque < len(opaque) and opaque[next_opaque][0] <= start:
             continue
+        grew = False
         while next_identifier < len(identifiers) and identifiers[next_identifier][3] < start:
             introduced.add(identifiers[next_identifier][1])
             next_identifier += 1
+            grew = True
+        if grew:
+            introduced_now = frozenset(introduced)
+        words: list[PhraseWord] = []
         for group in (1, 2, 3):
             word = phrase.group(group)
             if word is None:
                 break
+            word_start = phrase.start(group)
+            surface = text[start : phrase.end(group)]
+            words.append((word, word_start, surface, word_start in type_sources))
+        phrases.append((start, introduced_now, tuple(words)))
+    return tuple(phrases)
+
+
+def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> list[FoundAnaphor]:
+    """The anaphors among a text's determiner phrases (from :func:`scan_text`) for
+    ``known_types``: what :func:`find_referents` returns second."""
+    anaphors: list[FoundAnaphor] = []
+    # Per call: a word's known spelling and its forms. Container lookups may be
+    # costly (the engine hashes types), so each distinct word asks only once.
+    lookups: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+    # "the same old account" has two determiners but one referent: a type word
+    # examined by one determiner is not examined again by a later one.
+    claimed = -1
+    for start, introduced, words in phrases:
+        for word, word_start, surface, typed_an_identifier in words:
             lookup = lookups.get(word)
             if lookup is None:
                 forms = _type_forms(word.lower())
@@ -618,11 +672,9 @@ def _find_anaphors(text: str, known_types: Container[str], scanner: _Scanner) ->
                 lookup = lookups[word] = (spelling, forms)
             known, forms = lookup
             if known is not None:
-                word_start = phrase.start(group)
                 if word_start != claimed:
                     claimed = word_start
-                    if word_start not in scanner.type_sources and introduced.isdisjoint(forms):
-                        surface = text[start : phrase.end(group)]
+                    if not typed_an_identifier and introduced.isdisjoint(forms):
                         anaphors.append((known, surface, start))
                 break
     return anaphors

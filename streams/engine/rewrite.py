@@ -171,7 +171,9 @@ def _new_holdings(
     known = session.known_types
 
     def explicit(entry: SnapshotEntry) -> Holdings:
-        return builder.build(tenant, known, None, entry.introduces, entry.mentions)
+        return builder.build(
+            tenant, known, None, entry.content_hash, entry.introduces, entry.mentions
+        )
 
     def kept(entry: SnapshotEntry, span: SpanState) -> Holdings:
         return Holdings(span.holds, span.mentions).union(explicit(entry))
@@ -185,14 +187,14 @@ def _new_holdings(
     for entry, span in diff.modified:
         if entry.text is not None:
             result[span.span_id] = builder.build(
-                tenant, known, entry.text, entry.introduces, entry.mentions
+                tenant, known, entry.text, entry.content_hash, entry.introduces, entry.mentions
             )
         elif entry.introduces is not None or entry.mentions is not None:
             result[span.span_id] = kept(entry, span)
     for entry in diff.created:
         if entry.text is not None:
             result[entry.span_id] = builder.build(
-                tenant, known, entry.text, entry.introduces, entry.mentions
+                tenant, known, entry.text, entry.content_hash, entry.introduces, entry.mentions
             )
             continue
         inherited = explicit(entry)

@@ -9,7 +9,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 SCHEMA_VERSION: Literal[1] = 1
 """The only ``schema_version`` this contract accepts; any other value is rejected."""
@@ -27,8 +38,69 @@ def _format_ts(value: datetime) -> str:
 Timestamp = Annotated[AwareDatetime, PlainSerializer(_format_ts, return_type=str)]
 """An RFC 3339 time with an offset (a naive time is invalid)."""
 
-Sha256Hex = Annotated[str, Field(pattern=HEX64_PATTERN, description="sha256, 64 lower-case hex")]
+
+class LowerCasedFirst:
+    """Annotation: a string is lower-cased before the type's own checks (its pattern).
+
+    pydantic-core applies a string's ``to_lower`` after its pattern, so the two are
+    chained: a string lower-cased, then the annotated type. It all runs in
+    pydantic-core (no Python call per value, unlike a ``before`` validator), with
+    the same errors: a non-string fails the first step (``string_type``), a bad
+    digest the second (the pattern's message). The JSON Schema is the annotated
+    type's own.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.chain_schema([core_schema.str_schema(to_lower=True), handler(source)])
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        assert schema["type"] == "chain"
+        return handler(schema["steps"][-1])
+
+
+LOWER_CASED_FIRST = LowerCasedFirst()
+
+Sha256Hex = Annotated[
+    str,
+    Field(pattern=HEX64_PATTERN),
+    LOWER_CASED_FIRST,
+    Field(description="sha256, 64 lower-case hex"),
+]
 """A sha256 digest in lower-case hex. Upper-case input is lower-cased first."""
+
+
+class _FiniteAfterward:
+    """Annotation on a float: a non-finite value (NaN, infinity) is rejected with the
+    contract's own error (``non_finite_score``), after the float's usual checks.
+
+    A chain in pydantic-core: the float as usual (so a string that is no number
+    keeps its usual error), then the same value with ``allow_inf_nan=False`` under
+    a custom error. No Python call per value; the JSON Schema is the float's.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        finite = core_schema.custom_error_schema(
+            core_schema.float_schema(allow_inf_nan=False),
+            custom_error_type="non_finite_score",
+            custom_error_message="score must be a finite number",
+        )
+        return core_schema.chain_schema([handler(source), finite])
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        assert schema["type"] == "chain"
+        return handler(schema["steps"][0])
+
+
+FiniteScore = Annotated[float, _FiniteAfterward()]
+"""A score: any JSON number but NaN and the infinities (``NON_FINITE_SCORE``)."""
 
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
 SpanId = Annotated[str, Field(min_length=1, max_length=256)]
@@ -45,11 +117,6 @@ def drop_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [drop_nulls(v) for v in value]
     return value
-
-
-def lower_hex(value: Any) -> Any:
-    """Lower-case a string so that hex digests compare byte for byte."""
-    return value.lower() if isinstance(value, str) else value
 
 
 class ContractModel(BaseModel):

@@ -7,14 +7,15 @@ union :data:`InputEvent` picks the model by ``type``.
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_validator
+from pydantic import Field, JsonValue, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from schemas.common import (
+    LOWER_CASED_FIRST,
     ContractModel,
+    FiniteScore,
     MentionIn,
     NonNegInt,
     Referent,
@@ -22,7 +23,6 @@ from schemas.common import (
     SpanId,
     Timestamp,
     drop_nulls,
-    lower_hex,
 )
 
 NO_NULLS = "no_nulls"
@@ -72,11 +72,6 @@ class _HasTextOrHash(ContractModel):
 
     text: str | None = None
     text_sha256: Sha256Hex | None = None
-
-    @field_validator("text_sha256", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return lower_hex(value)
 
     @model_validator(mode="after")
     def _bind_hash(self) -> Any:
@@ -135,21 +130,11 @@ class ScoreIn(ContractModel):
 
     score_id: str = Field(min_length=1, max_length=256)
     span_id: SpanId
-    score: float
-    text_sha256: Annotated[str, Field(pattern=r"^([0-9a-f]{64})?$")] | None = None
+    score: FiniteScore
+    text_sha256: Annotated[str, Field(pattern=r"^([0-9a-f]{64})?$"), LOWER_CASED_FIRST] | None = (
+        None
+    )
     query_sha256: Sha256Hex | None = None
-
-    @field_validator("text_sha256", "query_sha256", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return lower_hex(value)
-
-    @field_validator("score", mode="after")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise PydanticCustomError("non_finite_score", "score must be a finite number")
-        return value
 
 
 class ScoresComputed(InputEnvelope):
@@ -171,12 +156,7 @@ class SnapshotScore(ContractModel):
 
     score_id: str = Field(min_length=1, max_length=256)
     score: JsonValue = None
-    text_sha256: str | None = None
-
-    @field_validator("text_sha256", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return lower_hex(value)
+    text_sha256: Annotated[str, LOWER_CASED_FIRST] | None = None
 
 
 class SnapshotEntry(_HasTextOrHash):
@@ -257,11 +237,6 @@ class EvictionRequested(InputEnvelope):
     policy: EvictionPolicy | None = None
     query_sha256: Sha256Hex | None = None
     basis: Literal["score", "recency"] = "score"
-
-    @field_validator("query_sha256", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return lower_hex(value)
 
     @model_validator(mode="after")
     def _candidates_xor_policy(self) -> EvictionRequested:

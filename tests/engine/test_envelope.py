@@ -5,7 +5,7 @@ import base64
 import orjson
 import pytest
 
-from schemas import FaultKind, RejectReason
+from schemas import FaultKind, RejectReason, text_sha256
 from streams.engine.driver import EngineDriver
 from streams.engine.trace import SessionScript
 
@@ -181,3 +181,61 @@ def test_output_ids_are_deterministic() -> None:
     s.evict(["a", "b"])
     outs = [EngineDriver().pipe(s) for _ in range(2)]
     assert [o.model_dump_json() for o in outs[0]] == [o.model_dump_json() for o in outs[1]]
+
+
+def _scored(score: object, **fields: object) -> bytes:
+    s = SessionScript()
+    s.add("a", "hello")
+    s.score(("a", 0.5))
+    event = s.raw[1]
+    event["scores"][0].update(score=score, **fields)
+    return orjson.dumps(event)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "detail"),
+    [
+        # the hex checks and the score's finiteness run in pydantic-core (chains):
+        # the same reasons and words as the Python validators they replaced
+        (
+            _scored(0.5, text_sha256=7),
+            "INVALID_FIELD",
+            "scores.0.text_sha256: Input should be a valid string",
+        ),
+        (
+            _scored(0.5, query_sha256="XYZ"),
+            "INVALID_FIELD",
+            "scores.0.query_sha256: String should match pattern '^[0-9a-f]{64}$'",
+        ),
+        (
+            _scored("high"),
+            "INVALID_FIELD",
+            "scores.0.score: Input should be a valid number, unable to parse string as a number",
+        ),
+        (
+            _scored(0.5).replace(b'"score":0.5', b'"score":Infinity'),
+            "NON_FINITE_SCORE",
+            "scores.0.score: score must be a finite number",
+        ),
+        (
+            _scored(0.5).replace(b'"score":0.5', b'"score":1e999'),
+            "NON_FINITE_SCORE",
+            "scores.0.score: score must be a finite number",
+        ),
+    ],
+)
+def test_hash_and_score_rejections_keep_their_words(raw: bytes, reason: str, detail: str) -> None:
+    assert one_rejection(raw) == (reason, detail)
+
+
+def test_upper_case_hashes_are_lower_cased() -> None:
+    s = SessionScript()
+    s.add("a", "hello")
+    event = s.raw[0]
+    digest = text_sha256("hello")
+    event["text_sha256"] = digest.upper()
+    d = EngineDriver()
+    assert d.pipe([orjson.dumps(event)]) == []
+    span = d.engine.session(event["tenant"], event["session_id"])
+    assert span is not None
+    assert span.spans["a"].text_sha256 == digest

@@ -35,6 +35,7 @@ import re
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 __all__ = [
     "DETERMINERS",
@@ -355,17 +356,19 @@ def find_referents(
 PhraseWord = tuple[str, int, str, bool]
 """A word a determiner may name: (word, its start, the anaphor's surface up to it,
 whether it typed an identifier of the same text)."""
-Phrase = tuple[int, frozenset[str], tuple[PhraseWord, ...]]
+Phrase = tuple[int, tuple[str, ...], tuple[PhraseWord, ...]]
 """A determiner phrase outside URLs and code: (start, the types the text introduced
 before it, its words in order)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     """Everything extraction reads from one text, before ``known_types`` is asked:
     the identifiers and the determiner phrases. A pure function of the text, so a
     caller may keep it per text (the engine does, keyed by the text's sha256) and
-    find the anaphors for any ``known_types`` with :func:`find_anaphors`."""
+    find the anaphors for any ``known_types`` with :func:`find_anaphors`.
+
+    Tuples of strings and numbers only: the garbage collector stops tracking them
+    after its first look, so a cache of scans costs no collection time."""
 
     identifiers: tuple[FoundIdentifier, ...]
     phrases: tuple[Phrase, ...]
@@ -620,8 +623,8 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
     opaque = scanner.opaque
     type_sources = scanner.type_sources
     phrases: list[Phrase] = []
-    introduced: set[str] = set()  # types this text introduced before the current determiner
-    introduced_now: frozenset[str] = frozenset()
+    introduced: dict[str, None] = {}  # types this text introduced before the current determiner
+    introduced_now: tuple[str, ...] = ()
     next_identifier = 0
     next_opaque = 0
     for phrase in _PHRASE.finditer(text):
@@ -632,11 +635,11 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
             continue
         grew = False
         while next_identifier < len(identifiers) and identifiers[next_identifier][3] < start:
-            introduced.add(identifiers[next_identifier][1])
+            introduced[identifiers[next_identifier][1]] = None
             next_identifier += 1
             grew = True
         if grew:
-            introduced_now = frozenset(introduced)
+            introduced_now = tuple(introduced)
         words: list[PhraseWord] = []
         for group in (1, 2, 3):
             word = phrase.group(group)
@@ -674,7 +677,7 @@ def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> lis
             if known is not None:
                 if word_start != claimed:
                     claimed = word_start
-                    if not typed_an_identifier and introduced.isdisjoint(forms):
+                    if not typed_an_identifier and not any(f in introduced for f in forms):
                         anaphors.append((known, surface, start))
                 break
     return anaphors

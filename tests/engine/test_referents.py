@@ -10,7 +10,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from schemas import text_sha256
 from streams.engine import referents
+from streams.engine.config import EngineSettings
+from streams.engine.holdings import HoldingsBuilder
 from streams.engine.referents import (
     DETERMINERS,
     FILLER_WORDS,
@@ -705,3 +708,31 @@ def test_that_plus_a_known_type_is_an_anaphor(noun: str) -> None:
     known = {noun.lower()}
     assert anaphors(f"did that {noun} clear?", known) == [(noun.lower(), f"that {noun}", 4)]
     assert anaphors(f"did that {noun} 8841-C clear?", known) == []
+
+
+@given(_TEXT, _KNOWN, _KNOWN)
+@settings(max_examples=300, deadline=None)
+def test_one_scan_serves_every_known_types(
+    text: str, known: frozenset[str], other: frozenset[str]
+) -> None:
+    # The engine keeps a text's scan (by its sha256) and asks it again for the
+    # known types of a later moment: the same findings as extracting afresh.
+    scan = referents.scan_text(text)
+    for types in (known, other, frozenset()):
+        identifiers, found = referents.find_referents(text, types)
+        assert list(scan.identifiers) == identifiers
+        assert (referents.find_anaphors(scan.phrases, types) if types else []) == found
+
+
+def test_a_cached_scan_builds_the_same_holdings() -> None:
+    settings_ = EngineSettings()
+    cached, fresh = HoldingsBuilder(settings_), HoldingsBuilder(settings_)
+    text = "account 8841-C is flagged; that ticket INC-4001 and those orders"
+    digest = text_sha256(text)
+    known: set[str] = set()
+    first = cached.build("t", known, text, digest, None, None)
+    known.update({"ticket", "orders"})
+    assert cached.build("t", known, text, digest, None, None) == fresh.build(
+        "t", known, text, digest, None, None
+    )
+    assert first != fresh.build("t", known, text, digest, None, None)  # anaphors differ

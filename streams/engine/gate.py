@@ -15,7 +15,6 @@ reads only the ranked prefix it selects.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from itertools import islice
@@ -251,7 +250,7 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     ]
     if policy.threshold is not None:
         limit: ScoreKey = (policy.threshold, -1, "")
-        below = [islice(r, 0, bisect_left(r, limit)) for r in ranked]
+        below = [islice(r, 0, r.bisect_left(limit)) for r in ranked]
         return [key[2] for key in heapq.merge(*below)]
     assert policy.keep_top_k is not None
     excess = sum(len(r) for r in ranked) - policy.keep_top_k

@@ -13,11 +13,11 @@ running sums and sorted indexes so that the gate never rescans the session:
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+
+from sortedcontainers import SortedList
 
 from streams.engine.referent_index import Mention, ReferentIndex
 
@@ -137,11 +137,8 @@ class SessionState:
     """Blocks changed since the last drain."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)
-    order: list[OrderKey] = field(default_factory=list)
-    """Sorted (see the module docstring); kept with :mod:`bisect`: at the sizes of a
-    context, a C search and move beats a balanced structure's Python per call."""
-    scores: dict[str | None, list[ScoreKey]] = field(default_factory=dict)
-    """One sorted list per query, kept like :attr:`order`."""
+    order: SortedList = field(default_factory=SortedList)
+    scores: dict[str | None, SortedList] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
     poisoned_pending: set[str] = field(default_factory=set)
     children: dict[str, set[str]] = field(default_factory=dict)
@@ -170,7 +167,7 @@ class SessionState:
 
     def _enter(self, span: SpanState) -> None:
         self.spans[span.span_id] = span
-        insort(self.order, span.order_key)
+        self.order.add(span.order_key)
         self.live_tokens += span.tokens
         for parent in span.derived_from:
             self.children.setdefault(parent, set()).add(span.span_id)
@@ -181,7 +178,7 @@ class SessionState:
     def remove_span(self, span_id: str, seq: int) -> SpanState:
         """Take a live span out of every index and remember it as gone at ``seq``."""
         span = self.spans.pop(span_id)
-        _remove_sorted(self.order, span.order_key)
+        self.order.remove(span.order_key)
         self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
         self._unindex_score(span)
         self._leave(span, seq)
@@ -226,13 +223,13 @@ class SessionState:
             self._leave(span, seq)
             removed.append(span)
         leaving = set(span_ids)
-        self.order = [key for key in self.order if key[2] not in leaving]
+        self.order = SortedList([key for key in self.order if key[2] not in leaving])
         for query, ranked in list(self.scores.items()):
             kept = [key for key in ranked if key[2] not in leaving]
             if len(kept) == len(ranked):
                 continue
             if kept:
-                self.scores[query] = kept
+                self.scores[query] = SortedList(kept)
             else:
                 del self.scores[query]
         self.referents.remove_many(removed)
@@ -279,9 +276,8 @@ class SessionState:
             return
         bound = span.bound
         assert bound is not None
-        insort(
-            self.scores.setdefault(bound.query_sha256, []),
-            (bound.score, span.position, span.span_id),
+        self.scores.setdefault(bound.query_sha256, SortedList()).add(
+            (bound.score, span.position, span.span_id)
         )
         self.bound_sum += bound.score
         self.bound_count += 1
@@ -292,7 +288,7 @@ class SessionState:
         bound = span.bound
         assert bound is not None
         ranked = self.scores[bound.query_sha256]
-        _remove_sorted(ranked, (bound.score, span.position, span.span_id))
+        ranked.remove((bound.score, span.position, span.span_id))
         if not ranked:
             del self.scores[bound.query_sha256]
         self.bound_sum -= bound.score
@@ -310,7 +306,7 @@ class SessionState:
         the same decision: adjacency skips over them)."""
         found: list[str] = []
         order = self.order
-        at = bisect_left(order, span.order_key)
+        at = self.order.index(span.order_key)
         before = at - 1
         while before >= 0 and order[before][2] in leaving:
             before -= 1
@@ -379,8 +375,8 @@ class SessionState:
                 bound_count += 1
             if span.stale_rewrites > 0 and span_id not in pending:
                 stale.add(span_id)
-        self.order = sorted(span.order_key for span in spans)
-        self.scores = {query: sorted(keys) for query, keys in ranked.items()}
+        self.order = SortedList([span.order_key for span in spans])
+        self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
         self.stale = stale
         self.children = children
         if referents:
@@ -388,11 +384,3 @@ class SessionState:
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count
-
-
-def _remove_sorted(keys: list[Any], key: object) -> None:
-    # ``keys`` is sorted and holds ``key`` once (an index out of step is a bug: raise).
-    at = bisect_left(keys, key)
-    if at == len(keys) or keys[at] != key:
-        raise ValueError(f"{key!r} is not in the index")
-    del keys[at]

@@ -13,17 +13,13 @@ from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
 from streams.engine.referent_index import Mention
-from streams.engine.referents import Phrase, find_anaphors, scan_text
+from streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
 
 SCAN_CACHE_ENTRIES = 4096
-"""Recent texts' findings kept per builder, in each of two generations (see
+"""Scans of recent texts kept per builder, in each of two generations (see
 :class:`HoldingsBuilder`)."""
-
-_TextFindings = tuple[Holds, tuple[Phrase, ...]]
-# What a text gives in one tenant whatever the session knows: the holdings of its
-# identifiers (keyed hashes, in order, without repeats) and its determiner phrases.
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +58,16 @@ class _KnownTypes:
 class HoldingsBuilder:
     """Builds :class:`Holdings` for one tenant's spans.
 
-    Texts repeat (templated tool results, messages quoted again), and extraction is
-    the costliest step of a span, so what a text gives in a tenant before the
-    session's known types are asked (a pure function of the two) is remembered by
-    (tenant, the text's sha256): up to :data:`SCAN_CACHE_ENTRIES` recent ones, plus
-    the previous generation of as many (a hit there moves the entry forward), which
-    keeps what is still in use when a generation fills. It holds keyed hashes and
-    the determiner phrases' words, never the texts or clear identifiers.
+    Texts repeat (templated tool results, a rewrite's summaries of known spans), and
+    extraction is the costliest step of a span, so the scan of a text (a pure
+    function of it) is remembered by the text's sha256: up to
+    :data:`SCAN_CACHE_ENTRIES` recent ones, plus the previous generation of as many
+    (a hit there moves the scan forward), which keeps what is still in use when a
+    generation fills. It holds extracted identifiers in clear, like the key cache
+    of :class:`KeyHasher`, never the texts.
     """
 
-    __slots__ = ("_found", "_hash_types", "_hasher", "_previous_found", "_surfaces")
+    __slots__ = ("_hash_types", "_hasher", "_previous_scans", "_scans", "_surfaces")
 
     def __init__(self, settings: EngineSettings) -> None:
         self._hasher = KeyHasher(
@@ -81,27 +77,20 @@ class HoldingsBuilder:
         )
         self._hash_types = settings.hash_types
         self._surfaces = settings.emit_surfaces
-        self._found: dict[tuple[str, str], _TextFindings] = {}
-        self._previous_found: dict[tuple[str, str], _TextFindings] = {}
+        self._scans: dict[str, Scan] = {}
+        self._previous_scans: dict[str, Scan] = {}
 
-    def _findings(self, tenant: str, text: str, text_sha256: str) -> _TextFindings:
-        cache_key = (tenant, text_sha256)
-        found = self._found.get(cache_key)
-        if found is None:
-            found = self._previous_found.get(cache_key)
-            if found is None:
+    def _scan(self, text: str, text_sha256: str) -> Scan:
+        scan = self._scans.get(text_sha256)
+        if scan is None:
+            scan = self._previous_scans.get(text_sha256)
+            if scan is None:
                 scan = scan_text(text)
-                hasher = self._hasher
-                held = [
-                    (hasher.key(tenant, key), hasher.type(tenant, type_))
-                    for key, type_, _, _ in scan.identifiers
-                ]
-                found = (tuple(dict.fromkeys(held)), scan.phrases)
-            if len(self._found) >= SCAN_CACHE_ENTRIES:
-                self._previous_found = self._found
-                self._found = {}
-            self._found[cache_key] = found
-        return found
+            if len(self._scans) >= SCAN_CACHE_ENTRIES:
+                self._previous_scans = self._scans
+                self._scans = {}
+            self._scans[text_sha256] = scan
+        return scan
 
     def build(
         self,
@@ -127,9 +116,10 @@ class HoldingsBuilder:
             known = (
                 known_types if not self._hash_types else _KnownTypes(hasher, tenant, known_types)
             )
-            text_holds, phrases = self._findings(tenant, text, text_sha256)
-            holds = dict.fromkeys(text_holds)
-            anaphors = find_anaphors(phrases, known) if known else ()
+            scan = self._scan(text, text_sha256)
+            for key, type_, _, _ in scan.identifiers:
+                holds[(hasher.key(tenant, key), hasher.type(tenant, type_))] = None
+            anaphors = find_anaphors(scan.phrases, known) if known else ()
             for anaphor_type, anaphor_surface, _ in anaphors:
                 surface = anaphor_surface if self._surfaces else None
                 found[Mention(type=hasher.type(tenant, anaphor_type), surface=surface)] = None

@@ -16,7 +16,9 @@ Design, and why:
   it. The word before a candidate (its type) is read by matching forwards on
   a reversed copy of the text, so each look-back is bounded and local.
   Anaphors come from a second regex over determiners that captures the three
-  words after each one; it runs only when ``known_types`` is non-empty.
+  words after each one; :func:`find_referents` runs it only when ``known_types``
+  is non-empty, :func:`scan_text` always (its phrases serve any later
+  ``known_types``: :func:`find_anaphors`).
 * **Linear time, adversarial input included.** Every quantifier that can run
   long is possessive or bounded, each run of identifier characters is walked
   a bounded number of times, and look-backs and phrase windows are capped.

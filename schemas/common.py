@@ -63,6 +63,7 @@ class LowerCasedFirst:
 
 
 LOWER_CASED_FIRST = LowerCasedFirst()
+"""The one instance the models annotate with."""
 
 Sha256Hex = Annotated[
     str,

@@ -58,13 +58,14 @@ class _KnownTypes:
 class HoldingsBuilder:
     """Builds :class:`Holdings` for one tenant's spans.
 
-    Texts repeat (templated tool results, a rewrite's summaries of known spans), and
+    Texts repeat (templated tool results and messages, texts quoted again), and
     extraction is the costliest step of a span, so the scan of a text (a pure
     function of it) is remembered by the text's sha256: up to
     :data:`SCAN_CACHE_ENTRIES` recent ones, plus the previous generation of as many
     (a hit there moves the scan forward), which keeps what is still in use when a
-    generation fills. It holds extracted identifiers in clear, like the key cache
-    of :class:`KeyHasher`, never the texts.
+    generation fills. It holds extracted identifiers and the words of
+    determiner phrases in clear, like the key cache of :class:`KeyHasher`, never
+    whole texts.
     """
 
     __slots__ = ("_hash_types", "_hasher", "_previous_scans", "_scans", "_surfaces")

@@ -98,6 +98,7 @@ def runtime_config(settings: Settings) -> RuntimeConfig:
         exactly_once=exactly_once,
         batch_size=settings.batch_size,
         poll_timeout=settings.batch_within,
+        fetch_wait=settings.fetch_wait,
         commit_interval=interval,
         commit_every=settings.commit_every,
         io_timeout=settings.io_timeout,

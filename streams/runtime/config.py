@@ -30,6 +30,12 @@ class RuntimeConfig:
     exactly_once: bool = False
     batch_size: int = 500
     poll_timeout: float = 0.05
+    fetch_wait: float = 0.005
+    """Longest the broker holds a fetch of input while it has no new record. aiokafka
+    keeps one fetch in flight per broker and leaves out of it the partitions whose
+    records were just handed over, so a record that lands on one of those waits for
+    the fetch in flight to return: up to this long. Lower means a faster gate under
+    load and more fetch requests while idle (200 per second at 5 ms)."""
     commit_interval: float = 1.0
     commit_every: int = 20_000
     io_timeout: float = 30.0

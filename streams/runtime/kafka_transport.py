@@ -29,9 +29,9 @@ from streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
 
-FETCH_WAIT_MS = 20
-"""Longest a fetch waits on the broker for data (aiokafka's default, 500 ms, adds
-half a second to every restore step and seek)."""
+RESTORE_FETCH_WAIT_MS = 20
+"""Longest a changelog fetch waits on the broker for data (aiokafka's default,
+500 ms, adds half a second to every restore step and seek)."""
 MAX_REQUEST_BYTES = 8 << 20
 """Largest produce request (a decision over a 10,000-span session is ~1 MB)."""
 
@@ -125,27 +125,13 @@ class KafkaTransport:
         on_revoked: Callable[[Iterable[int]], Awaitable[None]],
     ) -> None:
         """Create the internal topics, connect, and join the group."""
-        timeout_ms = int(self._session_timeout * 1000)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            session_timeout_ms=timeout_ms,
-            heartbeat_interval_ms=max(300, timeout_ms // 4),
-            max_partition_fetch_bytes=MAX_REQUEST_BYTES,
-            # aiokafka serves seeks and offset look-ups between fetches: a fetch the
-            # broker may hold for 500 ms (the default) delays each of them that long.
-            fetch_max_wait_ms=FETCH_WAIT_MS,
-            **self._options,
-        )
+        self._consumer = AIOKafkaConsumer(**self.input_consumer_options())
         self._restore = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             enable_auto_commit=False,
             isolation_level="read_committed",
             max_partition_fetch_bytes=MAX_REQUEST_BYTES,
-            fetch_max_wait_ms=FETCH_WAIT_MS,
+            fetch_max_wait_ms=RESTORE_FETCH_WAIT_MS,
             **self._options,
         )
         self._outputs = self._producer()
@@ -155,6 +141,26 @@ class KafkaTransport:
         topic = self.config.input_topic
         self._consumer.subscribe([topic], listener=_Listener(topic, on_assigned, on_revoked))
         await self._consumer.start()
+
+    def input_consumer_options(self) -> dict[str, Any]:
+        """The input consumer's settings (group member, read committed, offsets only
+        in checkpoint transactions)."""
+        timeout_ms = int(self._session_timeout * 1000)
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "group_id": self.group_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "isolation_level": "read_committed",
+            "session_timeout_ms": timeout_ms,
+            "heartbeat_interval_ms": max(300, timeout_ms // 4),
+            "max_partition_fetch_bytes": MAX_REQUEST_BYTES,
+            # aiokafka serves seeks and offset look-ups between fetches, and a record
+            # on a partition left out of the fetch in flight waits for it to return:
+            # aiokafka's default (500 ms) would delay both that long.
+            "fetch_max_wait_ms": max(1, round(self.config.fetch_wait * 1000)),
+            **self._options,
+        }
 
     async def ensure_internal_topics(self) -> int:
         """Create the changelog (compacted, as many partitions as the input) and the

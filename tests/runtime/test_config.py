@@ -1,0 +1,27 @@
+"""The data path's configuration as the worker derives it from the settings."""
+
+from __future__ import annotations
+
+from streams.app.topology import runtime_config
+from streams.runtime.config import RuntimeConfig
+from streams.runtime.kafka_transport import KafkaTransport
+from streams.settings import load_settings
+
+
+def test_checkpoint_interval_follows_the_guarantee() -> None:
+    assert runtime_config(load_settings()).commit_interval == 1.0
+    exactly_once = runtime_config(load_settings(processing_guarantee="exactly_once"))
+    assert exactly_once.exactly_once and exactly_once.commit_interval == 0.1
+
+
+def test_the_input_fetch_wait_comes_from_the_settings() -> None:
+    assert runtime_config(load_settings()).fetch_wait == 0.005
+    assert runtime_config(load_settings(fetch_wait=0.02)).fetch_wait == 0.02
+
+
+def test_the_input_consumer_holds_fetches_as_configured() -> None:
+    config = RuntimeConfig("in", {}, "changelog", fetch_wait=0.005)
+    options = KafkaTransport("127.0.0.1:1", config, "group", partitions=1).input_consumer_options()
+    assert options["fetch_max_wait_ms"] == 5
+    assert options["isolation_level"] == "read_committed"
+    assert options["enable_auto_commit"] is False

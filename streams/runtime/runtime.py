@@ -362,9 +362,11 @@ class Runtime:
         """Split a step's outputs into what can be sent at once and the decisions that
         must wait for the acknowledgement of the first group.
 
-        A decision waits only when an earlier output of its own session is in this
-        step (its faults, pins and recompute request, or an earlier input's): most
-        decisions then cost one broker round trip, not two. Every output of earlier
+        A decision waits only when an earlier fault, pin or recompute request of its
+        own session is in this step (its own causes, or an earlier input's): most
+        decisions then cost one broker round trip, not two. A dead letter is no
+        decision's cause (the contract's ordering rule names faults, pins and
+        recompute requests), so it never makes one wait. Every output of earlier
         steps is already acknowledged. Under exactly-once the transaction makes the
         step's outputs visible together, so nothing waits.
         """
@@ -375,7 +377,8 @@ class Runtime:
             for event in outputs:
                 session = (event.tenant, event.session_id)
                 if not isinstance(event, EvictionDecided):
-                    caused.add(session)
+                    if not isinstance(event, EventRejected):
+                        caused.add(session)
                     first.append((state, event))
                 elif self.config.exactly_once or session not in caused:
                     first.append((state, event))

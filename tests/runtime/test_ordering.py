@@ -57,3 +57,17 @@ async def test_a_decision_with_no_earlier_output_in_its_step_does_not_wait() -> 
     good = log.index(("sent", "eviction.decided", "s-good"))
     first_ack = next(i for i, e in enumerate(log) if e[0] == "acked")
     assert good < first_ack
+
+
+async def test_a_dead_letter_of_the_session_does_not_make_its_decision_wait() -> None:
+    lines = healthy("s-good").lines()
+    first_request = next(i for i, line in enumerate(lines) if b"eviction.requested" in line)
+    # readable tenant and session, no seq: a dead letter of s-good that moves nothing
+    garbage = orjson.dumps(
+        {"type": "span.added", "schema_version": 1, "tenant": "acme", "session_id": "s-good"}
+    )
+    log = await journal_of_one_step([*lines[:first_request], garbage, *lines[first_request:]])
+    rejected = log.index(("sent", "event.rejected", ""))
+    good = log.index(("sent", "eviction.decided", "s-good"))
+    first_ack = next(i for i, e in enumerate(log) if e[0] == "acked")
+    assert rejected < good < first_ack

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
-import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -125,15 +126,30 @@ MEMORY_DIR = Path("/dev/shm")
 
 
 def _on_tmpfs(path: Path) -> bool:
+    """Whether ``path`` lies on a tmpfs (the deepest mount point that holds it)."""
     mounts = Path("/proc/mounts")
     if not mounts.is_file():
         return False
-    best, fstype = "", ""
-    for line in mounts.read_text().splitlines():
-        _, point, kind, *_ = line.split()
-        if str(path.resolve()).startswith(point) and len(point) > len(best):
-            best, fstype = point, kind
-    return fstype == "tmpfs"
+    resolved = path.resolve()
+    holding = [
+        (len(point), kind)
+        for _, point, kind, *_ in (line.split() for line in mounts.read_text().splitlines())
+        if resolved.is_relative_to(point)
+    ]
+    return bool(holding) and max(holding)[1] == "tmpfs"
+
+
+@contextlib.contextmanager
+def fresh_bench(parent: Path | None = None) -> Iterator[Bench]:
+    """A broker of its own in a new temporary home under ``parent`` (the system's
+    temporary directory by default), removed afterwards."""
+    with (
+        tempfile.TemporaryDirectory(
+            prefix="spanguard-bench-", dir=parent, ignore_cleanup_errors=True
+        ) as tmp,
+        Bench(Path(tmp)) as bench,
+    ):
+        yield bench
 
 
 def expected_outputs(lines: list[bytes]) -> int:
@@ -549,17 +565,13 @@ def latency_runs(runs: int) -> None:
     """The gate's latency alone, several runs per guarantee (the p99's spread)."""
     rows = []
     for parent in (None, MEMORY_DIR) if MEMORY_DIR.is_dir() else (None,):
-        home = Path(tempfile.mkdtemp(prefix="spanguard-bench-", dir=parent))
-        try:
-            with Bench(home) as bench:
-                for _ in range(runs):
-                    for guarantee in ("at_least_once", "exactly_once"):
-                        row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee))
-                        row["load_avg_1m"] = round(os.getloadavg()[0], 2)
-                        print(json.dumps(row), flush=True)
-                        rows.append(row)
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
+        with fresh_bench(parent) as bench:
+            for _ in range(runs):
+                for guarantee in ("at_least_once", "exactly_once"):
+                    row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee))
+                    row["load_avg_1m"] = round(os.getloadavg()[0], 2)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "e2e-latency.json").write_text(json.dumps(rows, indent=2) + "\n")
     print("wrote bench/results/e2e-latency.json")
@@ -592,42 +604,34 @@ def main() -> None:
         },
     }
     off = '{"enabled": false}'
-    home = Path(tempfile.mkdtemp(prefix="spanguard-bench-"))
-    try:
-        with Bench(home) as bench:
-            raw = asyncio.run(passthrough(bench, lines))
-            stub = asyncio.run(runtime_alone(bench, lines))
-            runs = [
-                worker_throughput(bench, lines, 1, "shipped"),
-                worker_throughput(bench, lines, 1, "fleet-off", SPANGUARD_FLEET=off),
-                worker_throughput(bench, lines, 2, "two-processes"),
-            ]
-            ratios = {r["label"]: round(r["events_per_s"] / raw["events_per_s"], 3) for r in runs}
-            ratios["runtime-alone"] = round(stub["events_per_s"] / raw["events_per_s"], 3)
-            results["throughput"] = {
-                "passthrough": raw,
-                "runtime_alone": stub,
-                "workers": runs,
-                "ratio_to_passthrough": ratios,
-                "targets": {"shipped": 0.20, "runtime-alone": 0.5},
-            }
-            print(json.dumps(results["throughput"], indent=2), flush=True)
-            results["garbage_mix"] = garbage_mix_ratio(bench, lines)
-            print(json.dumps(results["garbage_mix"], indent=2), flush=True)
-            capacity = runs[0]["events_per_s"]
-            lat_sessions = 100 if args.quick else 1000
-            results["latency"] = latency_rows(bench, lat_sessions, capacity)
-            results["restore"] = restore(bench, 2000 if args.quick else 100_000, 3)
-            print(json.dumps(results["restore"], indent=2))
-        if MEMORY_DIR.is_dir():
-            memory = Path(tempfile.mkdtemp(prefix="spanguard-bench-", dir=MEMORY_DIR))
-            try:
-                with Bench(memory) as bench:
-                    results["latency"] += latency_rows(bench, lat_sessions, capacity)
-            finally:
-                shutil.rmtree(memory, ignore_errors=True)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    with fresh_bench() as bench:
+        raw = asyncio.run(passthrough(bench, lines))
+        stub = asyncio.run(runtime_alone(bench, lines))
+        runs = [
+            worker_throughput(bench, lines, 1, "shipped"),
+            worker_throughput(bench, lines, 1, "fleet-off", SPANGUARD_FLEET=off),
+            worker_throughput(bench, lines, 2, "two-processes"),
+        ]
+        ratios = {r["label"]: round(r["events_per_s"] / raw["events_per_s"], 3) for r in runs}
+        ratios["runtime-alone"] = round(stub["events_per_s"] / raw["events_per_s"], 3)
+        results["throughput"] = {
+            "passthrough": raw,
+            "runtime_alone": stub,
+            "workers": runs,
+            "ratio_to_passthrough": ratios,
+            "targets": {"shipped": 0.20, "runtime-alone": 0.5},
+        }
+        print(json.dumps(results["throughput"], indent=2), flush=True)
+        results["garbage_mix"] = garbage_mix_ratio(bench, lines)
+        print(json.dumps(results["garbage_mix"], indent=2), flush=True)
+        capacity = runs[0]["events_per_s"]
+        lat_sessions = 100 if args.quick else 1000
+        results["latency"] = latency_rows(bench, lat_sessions, capacity)
+        results["restore"] = restore(bench, 2000 if args.quick else 100_000, 3)
+        print(json.dumps(results["restore"], indent=2))
+    if MEMORY_DIR.is_dir():
+        with fresh_bench(MEMORY_DIR) as bench:
+            results["latency"] += latency_rows(bench, lat_sessions, capacity)
     results["targets"] = verdicts(results)
     for line in results["targets"]:
         print(line)

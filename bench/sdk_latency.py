@@ -26,7 +26,6 @@ import json
 import platform
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,7 +34,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.e2e import Bench
+from bench.e2e import Bench, fresh_bench
 from streams.kafka_io.topics import create_topics
 from streams.kafka_io.traces import produce_lines
 from streams.sdk import Decision, Message, Session, SpanguardClient
@@ -165,7 +164,7 @@ async def run(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {
         "offline": await harness(offline, "offline", requests, timeout),
     }
-    with tempfile.TemporaryDirectory(prefix="sg-sdk-bench-") as tmp, Bench(Path(tmp)) as bench:
+    with fresh_bench() as bench:
         prefix = bench.prefix("sdk")
         await bench.topics(prefix)
         workers = await asyncio.to_thread(bench.workers, prefix, 1)

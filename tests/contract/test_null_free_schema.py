@@ -1,0 +1,52 @@
+"""null_free_core_schema: a model's core schema less its null-removing step, only."""
+
+from typing import Any
+
+import pytest
+from pydantic_core import SchemaValidator
+
+from schemas import INPUT_TYPES, SessionClosed
+from schemas.inputs import null_free_core_schema
+
+
+def _functions(node: Any) -> list[object]:
+    if isinstance(node, list):
+        return [f for item in node for f in _functions(item)]
+    if not isinstance(node, dict):
+        return []
+    found = []
+    if str(node.get("type")).startswith("function-"):
+        function = node["function"]
+        found.append(function["function"] if isinstance(function, dict) else function)
+    return found + [f for value in node.values() for f in _functions(value)]
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_TYPES))
+def test_only_the_null_step_is_gone(name: str) -> None:
+    model = INPUT_TYPES[name]
+    before = _functions(model.__pydantic_core_schema__)
+    after = _functions(null_free_core_schema(model))
+    assert before.count(model._nulls_are_absent) == 1
+    assert after == [f for f in before if f != model._nulls_are_absent]
+
+
+def test_without_the_step_a_null_is_no_longer_absent() -> None:
+    record = {
+        "type": "session.closed",
+        "schema_version": 1,
+        "event_id": "e",
+        "session_id": "s",
+        "tenant": "t",
+        "seq": 0,
+        "turn": 0,
+        "ts": "2026-11-30T09:00:00Z",
+        "x": None,
+    }
+    assert SessionClosed.model_validate(record).model_extra == {}
+    # a fresh validator: pydantic-core would reuse the complete model's own one
+    type.__setattr__(SessionClosed, "__pydantic_complete__", False)
+    try:
+        validator = SchemaValidator(null_free_core_schema(SessionClosed))
+    finally:
+        type.__setattr__(SessionClosed, "__pydantic_complete__", True)
+    assert validator.validate_python(record).model_extra == {"x": None}

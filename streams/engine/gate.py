@@ -39,23 +39,24 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     """Run the gate for one request and emit its faults, pins, recompute and decision."""
     settings = emission.settings
     spans = session.spans
+    # A policy selects from the rankings, which hold live spans only.
     ranked = event.candidates is None
-    requested = (
-        _select(session, event.policy, event.query_sha256)
-        if ranked
-        else list(dict.fromkeys(event.candidates or ()))
-    )
-    live = [span_id for span_id in requested if span_id in spans]
-    refused: list[tuple[str, RefusalReason]] = [
-        (
-            span_id,
-            RefusalReason.ALREADY_EVICTED
-            if span_id in session.gone
-            else RefusalReason.UNKNOWN_SPAN,
-        )
-        for span_id in requested
-        if span_id not in spans
-    ]
+    refused: list[tuple[str, RefusalReason]] = []
+    if ranked:
+        live = _select(session, event.policy, event.query_sha256)
+    else:
+        requested = list(dict.fromkeys(event.candidates or ()))
+        live = [span_id for span_id in requested if span_id in spans]
+        refused = [
+            (
+                span_id,
+                RefusalReason.ALREADY_EVICTED
+                if span_id in session.gone
+                else RefusalReason.UNKNOWN_SPAN,
+            )
+            for span_id in requested
+            if span_id not in spans
+        ]
     poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
     live_set = set(live)
     removal = live_set.union(poisoned)
@@ -191,15 +192,24 @@ def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
     edges: dict[OrderKey, list[tuple[OrderKey, int, str]]] = {}
     mentioners = index.key_mentioners
     for key, holders in index.key_holders.items():
+        # Most keys have one holder and no mentioner: nobody else to need the binder.
+        if len(holders) == 1 and key not in mentioners:
+            continue
         binder = holders[0]
         if binder[2] not in removal:
             continue
-        users = [at for at in holders[1:] if at[2] not in removal] if len(holders) > 1 else []
-        named = mentioners.get(key)
-        if named:
-            users += (spans[s].order_key for s in named if s not in removal and s != binder[2])
-        if users:
-            edges.setdefault(binder, []).extend((at, _KEY, key) for at in users)
+        # Short lists: plain loops, no comprehension to call per key.
+        found: list[tuple[OrderKey, int, str]] | None = None
+        for at in holders[1:]:
+            if at[2] not in removal:
+                if found is None:
+                    found = edges.setdefault(binder, [])
+                found.append((at, _KEY, key))
+        for user in mentioners.get(key, ()):
+            if user not in removal and user != binder[2]:
+                if found is None:
+                    found = edges.setdefault(binder, [])
+                found.append((spans[user].order_key, _KEY, key))
     for type_, anaphors in index.anaphors.items():
         typed = index.type_holders.get(type_)
         if not typed:
@@ -216,14 +226,14 @@ def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
     # A few types: one (frozen) Mention each, not one per pin.
     anaphor_mentions = {type_: Mention(type=type_) for type_ in index.anaphors}
     needed: _Needed = []
-    for binder in sorted(edges):
-        found = edges[binder]
-        found.sort()
-        first, how, name = found[0]
-        user_ids = [first[2]]
-        for user_at, _, _ in found:
-            if user_at[2] != user_ids[-1]:
-                user_ids.append(user_at[2])
+    for binder, found in sorted(edges.items()):
+        if len(found) == 1:
+            first, how, name = found[0]
+            user_ids = [first[2]]
+        else:
+            found.sort()
+            first, how, name = found[0]
+            user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
         mention = (
             Mention(key=name, type=_type_held(spans[binder[2]], name))
             if how == _KEY
@@ -333,15 +343,22 @@ def _check_orphans(
 
 def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
     surfaces = emission.settings.emit_surfaces
+    # Pins through the same Mention object (an anaphor's type, say) share one output
+    # model: outputs are never changed once built. Keyed by identity: every Mention
+    # is alive in ``pins`` while this runs.
+    models: dict[int, PinMention] = {}
     for span_id, pin in pins.items():
-        mention = assemble(
-            PinMention,
-            {
-                "key": pin.mention.key,
-                "type": pin.mention.type,
-                "surface": pin.mention.surface if surfaces else None,
-            },
-        )
+        used = pin.mention
+        mention = models.get(id(used))
+        if mention is None:
+            mention = models[id(used)] = assemble(
+                PinMention,
+                {
+                    "key": used.key,
+                    "type": used.type,
+                    "surface": used.surface if surfaces else None,
+                },
+            )
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
 
 

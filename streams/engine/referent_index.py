@@ -174,9 +174,11 @@ class ReferentIndex:
         for index in (self.key_holders, self.type_holders, self.anaphors):
             emptied: list[str] = []
             for name, entries in index.items():
-                if len(entries) == 1:  # most keys: no list to build
-                    if entries[0][2] in leaving:
-                        emptied.append(name)
+                # Most lists are short and many lose nothing: a look, no new list.
+                for at in entries:
+                    if at[2] in leaving:
+                        break
+                else:
                     continue
                 kept = [at for at in entries if at[2] not in leaving]
                 if not kept:

@@ -181,10 +181,10 @@ class ReferentIndex:
                 else:
                     continue
                 kept = [at for at in entries if at[2] not in leaving]
-                if not kept:
-                    emptied.append(name)
-                elif len(kept) < len(entries):
+                if kept:
                     entries[:] = kept
+                else:
+                    emptied.append(name)
             for name in emptied:
                 del index[name]
         emptied = []

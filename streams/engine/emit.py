@@ -54,11 +54,20 @@ def assemble(cls: type[M], values: dict[str, Any]) -> M:
     compare every output with its validated round trip)."""
     obj = _new(cls)
     _set_dict(obj, values)
-    _set_fields_set(obj, set(values))
+    every_field = _EVERY_FIELD.get(cls)
+    if every_field is None:
+        every_field = _EVERY_FIELD[cls] = set(values)
+    _set_fields_set(obj, every_field)
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
 
+
+_EVERY_FIELD: dict[type[BaseModel], set[str]] = {}
+"""Per model, the fields-set its outputs share: every field is set, and nothing
+changes an output once built (pydantic copies the set before it changes one, in
+``model_copy``; an assignment would only add a name already there). One set per
+model, not one more GC-tracked object per output."""
 
 # BaseModel's own slots, set through their descriptors (no attribute lookup per
 # call), and object.__new__, as no model defines a __new__ of its own.

@@ -120,12 +120,8 @@ def pinned_set(
     spans = session.spans
     if bulk is None:
         bulk = len(removal) * BULK_SHARE > len(spans)
-    direct = _needed_in_bulk(session, removal) if bulk else _needed_per_candidate(session, removal)
-    pins: dict[str, Pin] = {}
-    queue: deque[str] = deque()
-    for span_id, users, mention in direct:
-        pins[span_id] = Pin(users, mention, [users[0], span_id])
-        queue.append(span_id)
+    pins = _direct_pins_in_bulk(session, removal) if bulk else _direct_pins(session, removal)
+    queue = deque(pins)
     index = session.referents
     key_holders = index.key_holders
     while queue:
@@ -152,17 +148,14 @@ def pinned_set(
     return pins
 
 
-_Needed = list[tuple[str, list[str], Mention]]
-"""Candidates a retained span needs, in context order: (candidate, its retained users
-in context order, the mention that binds the first of them to it)."""
-
-
-def _needed_per_candidate(session: SessionState, removal: set[str]) -> _Needed:
+def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+    """The candidates a retained span needs, in context order, each with its retained
+    users in context order and the mention that binds the first of them to it."""
     # The first user's mention is the first the walk yields for it: the smallest key
     # the candidate binds for it, else the smallest anaphor type.
     spans = session.spans
     index = session.referents
-    needed: _Needed = []
+    pins: dict[str, Pin] = {}
     for span_id in sorted(removal, key=lambda s: spans[s].order_key):
         span = spans[span_id]
         needed_by: dict[str, Mention] = {}
@@ -171,16 +164,16 @@ def _needed_per_candidate(session: SessionState, removal: set[str]) -> _Needed:
                 needed_by.setdefault(user, used)
         if needed_by:
             users = sorted(needed_by, key=lambda s: spans[s].order_key)
-            needed.append((span_id, users, needed_by[users[0]]))
-    return needed
+            pins[span_id] = Pin(users, needed_by[users[0]], [users[0], span_id])
+    return pins
 
 
 _KEY, _ANAPHOR = 0, 1
 """How a user needs a candidate, in the order the per-candidate walk tries them."""
 
 
-def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
-    """:func:`_needed_per_candidate`'s answer from one look at every key's holders and
+def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+    """:func:`_direct_pins`'s answer from one look at every key's holders and
     mentioners and at every anaphor, without a sorted-index search per candidate.
 
     Each (user, how, key or type) edge to a candidate is collected, then a
@@ -192,7 +185,7 @@ def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
     edges: dict[OrderKey, list[tuple[OrderKey, int, str]]] = {}
     mentioners = index.key_mentioners
     for key, holders in index.key_holders.items():
-        # Most keys have one holder and no mentioner: nobody else to need the binder.
+        # Many keys have one holder and no mentioner: nobody else to need the binder.
         if len(holders) == 1 and key not in mentioners:
             continue
         binder = holders[0]
@@ -225,7 +218,7 @@ def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
                 edges.setdefault(typed[after - 1], []).append((user_at, _ANAPHOR, type_))
     # A few types: one (frozen) Mention each, not one per pin.
     anaphor_mentions = {type_: Mention(type=type_) for type_ in index.anaphors}
-    needed: _Needed = []
+    pins: dict[str, Pin] = {}
     for binder, found in sorted(edges.items()):
         if len(found) == 1:
             first, how, name = found[0]
@@ -239,8 +232,8 @@ def _needed_in_bulk(session: SessionState, removal: set[str]) -> _Needed:
             if how == _KEY
             else anaphor_mentions[name]
         )
-        needed.append((binder[2], user_ids, mention))
-    return needed
+        pins[binder[2]] = Pin(user_ids, mention, [user_ids[0], binder[2]])
+    return pins
 
 
 def _type_held(span: SpanState, key: str) -> str:

@@ -131,7 +131,7 @@ def pinned_set(
         # mentions it explicitly: its holdings first, then its mentions.
         for key, type_ in holder.holds:
             binder = key_holders[key][0][2]
-            if binder in removal and binder not in pins and binder != holder_id:
+            if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
                 queue.append(binder)
@@ -238,7 +238,10 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
 
 def _type_held(span: SpanState, key: str) -> str:
     # The type the binder holds the key under (its first holding of the key).
-    return next(type_ for held, type_ in span.holds if held == key)
+    for held, type_ in span.holds:
+        if held == key:
+            return type_
+    raise KeyError(key)
 
 
 def _select(session: SessionState, policy: EvictionPolicy | None, query: str | None) -> list[str]:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, assemble
 from streams.engine.referent_index import Mention
-from streams.engine.state import BULK_SHARE, OrderKey, ScoreKey, SessionState, SpanState
+from streams.engine.state import GATE_BULK_SHARE, OrderKey, ScoreKey, SessionState, SpanState
 
 
 class Pin(NamedTuple):
@@ -119,7 +119,7 @@ def pinned_set(
     """
     spans = session.spans
     if bulk is None:
-        bulk = len(removal) * BULK_SHARE > len(spans)
+        bulk = len(removal) * GATE_BULK_SHARE > len(spans)
     pins = _direct_pins_in_bulk(session, removal) if bulk else _direct_pins(session, removal)
     queue = deque(pins)
     index = session.referents

@@ -19,7 +19,7 @@ from tests.engine.test_state import snapshot
 
 TYPES = ["account", "ticket", "order"]
 NEVER, ALWAYS = 0, 10**9
-"""``BULK_SHARE`` values that make every removal indexed (``n * 0 > live`` never
+"""``GATE_BULK_SHARE`` values that make every removal indexed (``n * 0 > live`` never
 holds) or bulk (any non-empty removal is more than ``live / 10**9``)."""
 
 
@@ -69,7 +69,7 @@ def _replay(script: SessionScript, share: int) -> tuple[list[bytes], tuple[objec
     outputs: list[bytes] = []
     with ExitStack() as stack:
         for module in (gate, state):
-            stack.enter_context(patch.object(module, "BULK_SHARE", share))
+            stack.enter_context(patch.object(module, "GATE_BULK_SHARE", share))
         for i, line in enumerate(script.lines()):
             outputs.extend(encode_output(o) for o in engine.process_raw(line, Source("t", 0, i)))
     session = engine.session(script.tenant, script.session_id)

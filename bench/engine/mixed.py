@@ -269,6 +269,7 @@ def measure_mixed(workload: MixedWorkload, runs: int) -> Json:
         }
         for kind, spent in sorted(by_kind.items(), key=lambda item: -item[1])
     }
+    default_gc = _with_default_gc(workload)
     return {
         "sessions": workload.sessions,
         "events": events,
@@ -284,6 +285,28 @@ def measure_mixed(workload: MixedWorkload, runs: int) -> Json:
         "build_s": round(workload.build_seconds, 2),
         "target_events_per_s": TARGET_EVENTS_PER_S,
         "met": events / median >= TARGET_EVENTS_PER_S,
+        "gc_thresholds": list(gc.get_threshold()),
+        "python_default_gc": default_gc,
+    }
+
+
+PYTHON_DEFAULT_GC = (700, 10, 10)
+"""CPython's own collector thresholds (``spanguard`` commands set their own)."""
+
+
+def _with_default_gc(workload: MixedWorkload) -> Json:
+    """One pass with CPython's default collector thresholds, for comparison with the
+    thresholds the ``spanguard`` commands run the engine under."""
+    kept = gc.get_threshold()
+    gc.set_threshold(*PYTHON_DEFAULT_GC)
+    try:
+        cpu, _, _ = run_mixed(workload.lines, workload.kinds)
+    finally:
+        gc.set_threshold(*kept)
+    return {
+        "gc_thresholds": list(PYTHON_DEFAULT_GC),
+        "events_per_s": round(len(workload.lines) / cpu),
+        "us_per_event": round(cpu / len(workload.lines) * 1e6, 2),
     }
 
 

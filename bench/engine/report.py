@@ -55,6 +55,12 @@ def print_report(report: Json) -> None:
             f">= {TARGET_EVENTS_PER_S:,.0f} ev/s",
             _met(mixed["met"]),
         ),
+        (
+            f"   same, CPython's default GC {tuple(mixed['python_default_gc']['gc_thresholds'])}",
+            f"{mixed['python_default_gc']['events_per_s']:,} ev/s",
+            "(spanguard sets " + str(tuple(mixed["gc_thresholds"])) + ")",
+            "",
+        ),
         ("2. per-event cost vs session size", "", "", ""),
         (f"   {size['small']['spans']} spans", f"{size['small']['us_per_event']} us/ev", "", ""),
         (f"   {size['big']['spans']} spans", f"{size['big']['us_per_event']} us/ev", "", ""),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from typing import Annotated
 
 import typer
@@ -11,6 +10,7 @@ from streams.cli.broker import kafka_app
 from streams.cli.cluster import consume, produce, worker
 from streams.cli.demo import demo
 from streams.cli.privacy import privacy_scan_command
+from streams.cli.process import tune_gc
 from streams.cli.replay import replay
 from streams.cli.rules import check_rules
 from streams.cli.sim_cli import quality, simulate
@@ -42,9 +42,7 @@ def _runtime(
         ),
     ] = False,
 ) -> None:
-    # The engine allocates many small, long-lived objects (spans, index entries);
-    # CPython's default generation-0 threshold of 700 collects far too often for it.
-    gc.set_threshold(50_000, 20, 50)
+    tune_gc()
 
 
 app.command()(replay)

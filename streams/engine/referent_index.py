@@ -18,11 +18,16 @@ tail move of a removal from the middle is one C ``memmove``.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-OrderKey = tuple[int, int, str]
+OrderKey = list[Any]
+"""``[position, arrival counter, span id]``: a live span's place in the context order,
+compared like a tuple. One list per span, shared by every index that orders spans: a
+list and not a tuple so that a rewrite that keeps the spans' relative order moves a
+span by writing its position in place, and every sorted index stays sorted as it is
+(nothing is re-keyed or re-sorted). Never a dict key or a set member."""
 
 
 class _Span(Protocol):
@@ -195,14 +200,6 @@ class ReferentIndex:
                     emptied.append(key)
         for key in emptied:
             del self.key_mentioners[key]
-
-    def rekey(self, spans: Mapping[str, _Span]) -> None:
-        """Replace every entry's order key by its span's current one (``spans`` holds
-        every span in the index). Only for spans that kept their relative order:
-        the lists stay sorted without a sort."""
-        for index in (self.key_holders, self.type_holders, self.anaphors):
-            for name, entries in index.items():
-                index[name] = [spans[at[2]].order_key for at in entries]
 
     def resolve(self, at: OrderKey, mention: Mention) -> str | None:
         """The span id that binds ``mention`` made by the span at ``at``, if any."""

@@ -38,6 +38,12 @@ class _Diff:
     kept_late: list[SpanState] = field(default_factory=list)
     merged: list[SpanState] = field(default_factory=list)
     ungated: list[SpanState] = field(default_factory=list)
+    placed: list[tuple[int, SpanState]] = field(default_factory=list)
+    """Each span live before and after with its new position, in the new order: its
+    snapshot index; spans added after ``base_seq`` and missing follow the snapshot
+    in their own order."""
+    created_at: list[int] = field(default_factory=list)
+    """The snapshot index of each of ``created``."""
 
 
 def apply_rewrite(
@@ -49,8 +55,7 @@ def apply_rewrite(
     """Apply a rewrite to the session and emit every fault it proves."""
     window = open_window(session, event.rewrite_id)
     diff = _diff(session, event)
-    positions = _new_positions(event, diff)
-    in_order = _keeps_order(session, positions)
+    in_order = _keeps_order(diff)
     holdings = _new_holdings(session, event, diff, builder)
     counters = _new_counters(session, diff)
     affected = _affected_spans(session, diff, holdings) if in_order else None
@@ -87,7 +92,7 @@ def apply_rewrite(
         )
     _check_snapshot_scores(event, emission)
 
-    _mutate(session, event, diff, holdings, positions, in_order)
+    _mutate(session, event, diff, holdings, in_order)
     changes = [(s, s.stale_rewrites + 1) for _, s in diff.modified]
     changes += [(session.spans[span_id], n) for span_id, n in counters.items()]
     apply_counters(session, emission, changes, cause=event.rewrite_id)
@@ -100,26 +105,36 @@ def apply_rewrite(
 def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
     diff = _Diff()
     base = event.base_seq
-    in_snapshot: set[str] = set()
-    named_parents: set[str] = set()
-    for entry in event.context:
-        in_snapshot.add(entry.span_id)
-        named_parents.update(entry.derived_from or ())
-        span = session.spans.get(entry.span_id)
+    spans = session.spans
+    gone = session.gone
+    modified = diff.modified.append
+    unchanged = diff.unchanged.append
+    placed = diff.placed.append
+    for position, entry in enumerate(event.context):
+        span = spans.get(entry.span_id)
         if span is not None:
-            target = diff.modified if entry.content_hash != span.text_sha256 else diff.unchanged
-            target.append((entry, span))
+            if entry.text_sha256 != span.text_sha256:
+                modified((entry, span))
+            else:
+                unchanged((entry, span))
+            placed((position, span))
             continue
-        gone = session.gone.get(entry.span_id)
-        if base is not None and gone is not None and gone.seq > base:
-            diff.stays_gone.append(entry.span_id)
+        left = gone.get(entry.span_id) if base is not None else None
+        if left is not None and base is not None and left.seq > base:
+            diff.stays_gone.append(entry.span_id)  # an entry for a span evicted later
         else:
             diff.created.append(entry)
-    for key in session.order:
-        span = session.spans[key[2]]
-        if span.span_id in in_snapshot:
-            continue
+            diff.created_at.append(position)
+    if len(diff.placed) == len(spans):
+        return diff  # every live span is in the snapshot (its span ids are unique)
+    in_snapshot = {entry.span_id for entry in event.context}
+    named_parents = {
+        parent for entry in event.context if entry.derived_from for parent in entry.derived_from
+    }
+    missing = sorted((spans[s] for s in spans.keys() - in_snapshot), key=_ORDER)
+    for span in missing:
         if base is not None and span.added_seq > base:
+            placed((len(event.context) + len(diff.kept_late), span))
             diff.kept_late.append(span)
         elif span.span_id in named_parents:
             diff.merged.append(span)
@@ -128,24 +143,16 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
     return diff
 
 
-def _new_positions(event: ContextRewritten, diff: _Diff) -> dict[str, int]:
-    """Each span's position after the rewrite: its snapshot index; spans added after
-    ``base_seq`` and missing follow the snapshot in their own order. (An entry for a
-    span evicted after ``base_seq`` is listed too: it stays gone.)"""
-    positions = {entry.span_id: i for i, entry in enumerate(event.context)}
-    tail = len(event.context)
-    for offset, span in enumerate(diff.kept_late):
-        positions[span.span_id] = tail + offset
-    return positions
+_ORDER = operator.attrgetter("order_key")
 
 
-def _keeps_order(session: SessionState, positions: dict[str, int]) -> bool:
+def _keeps_order(diff: _Diff) -> bool:
     """Whether the spans that stay live keep their order relative to each other (the
     common rewrite: spans merged, condensed or inserted, nothing moved past another).
-    Then the referent index is re-keyed instead of rebuilt, and only the mentions
+    Then the order keys move in place (no index is re-sorted), and only the mentions
     that a removed or re-held span could have bound are resolved before and after."""
-    new = [p for at in session.order if (p := positions.get(at[2])) is not None]
-    return all(map(operator.lt, new, itertools.islice(new, 1, None)))
+    old = [span.order_key for _, span in diff.placed]
+    return all(map(operator.lt, old, itertools.islice(old, 1, None)))
 
 
 def _affected_spans(session: SessionState, diff: _Diff, holdings: dict[str, Holdings]) -> set[str]:
@@ -377,7 +384,6 @@ def _mutate(
     event: ContextRewritten,
     diff: _Diff,
     holdings: dict[str, Holdings],
-    positions: dict[str, int],
     in_order: bool,
 ) -> None:
     for span in diff.merged + diff.ungated:
@@ -403,45 +409,48 @@ def _mutate(
             span.tokens = entry.tokens
             span.derived_from = parents
             touched.append(span)
-    for entry in diff.created:
+    spans = session.spans
+    created: list[SpanState] = []
+    for entry, position in zip(diff.created, diff.created_at, strict=True):
         session.arrivals += 1
-        created = SpanState(
+        span = SpanState(
             span_id=entry.span_id,
             text_sha256=entry.content_hash,
             tokens=entry.tokens,
-            position=0,
+            position=position,
             arrival=session.arrivals,
             added_seq=event.seq,
             derived_from=tuple(entry.derived_from or ()),
         )
-        session.spans[entry.span_id] = created
+        spans[entry.span_id] = span
         gone = session.gone.pop(entry.span_id, None)
         if gone is not None:
             session.by_arrival.pop(gone.arrival, None)
             session.touch(gone.arrival)
-        session.by_arrival[created.arrival] = created.span_id
-        touched.append(created)
-    for span_id, position in positions.items():
-        placed = session.spans.get(span_id)
-        if placed is None:
-            continue  # an entry for a span evicted after base_seq: it stays gone
-        if placed.position != position:
-            # SpanState.move, inlined: every span of a snapshot may shift.
-            placed.position = position
-            placed.order_key = (position, placed.arrival, span_id)
-            touched.append(placed)
-        held = holdings.get(span_id)
-        if held is not None and (placed.holds, placed.mentions) != (held.holds, held.mentions):
-            placed.holds, placed.mentions = held.holds, held.mentions
-            touched.append(placed)
+        session.by_arrival[span.arrival] = span.span_id
+        created.append(span)
+    touched += created
+    for position, span in diff.placed:
+        if span.position != position:
+            # Written in place: the key is shared by every index, and with the order
+            # kept each of them stays sorted.
+            span.position = position
+            span.order_key[0] = position
+            touched.append(span)
+    for span_id, held in holdings.items():
+        span = spans[span_id]
+        if (span.holds, span.mentions) != (held.holds, held.mentions):
+            span.holds, span.mentions = held.holds, held.mentions
+            touched.append(span)
     # Only what changed goes to the changelog (a block per changed span).
-    for span in touched:
-        session.touch(span.arrival)
+    session.touch_all(touched)
     if in_order:
-        index.rekey(session.spans)
-        for span in [*reheld, *(session.spans[entry.span_id] for entry in diff.created)]:
+        order = session.order
+        for span in created:
+            order.add(span.order_key)
+        for span in [*reheld, *created]:
             index.add(span.span_id, span.order_key, span.holds, span.mentions)
-    session.reindex(referents=not in_order)
+    session.reindex(in_order=in_order)
 
 
 def _check_referents(

@@ -14,15 +14,13 @@ running sums and sorted indexes so that the gate never rescans the session:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from streams.engine.referent_index import Mention, ReferentIndex
-
-OrderKey = tuple[int, int, str]
-"""(position, arrival counter, span id): the total order of the live context."""
+from streams.engine.referent_index import Mention, OrderKey, ReferentIndex
 
 
 @dataclass(slots=True)
@@ -54,11 +52,11 @@ class SpanState:
     """(key hash, type) pairs of the entities this span holds."""
     mentions: tuple[Mention, ...] = ()
     order_key: OrderKey = field(init=False, repr=False, compare=False)
-    """This span's place in the context order: (position, arrival, span id). One
-    tuple shared by every index (a rewrite that moves the span sets a new one)."""
+    """This span's place in the context order: ``[position, arrival, span id]``, one
+    list shared by every index (see :data:`~streams.engine.referent_index.OrderKey`)."""
 
     def __post_init__(self) -> None:
-        self.order_key = (self.position, self.arrival, self.span_id)
+        self.order_key = [self.position, self.arrival, self.span_id]
 
 
 @dataclass(slots=True)
@@ -160,6 +158,13 @@ class SessionState:
         the header's tail need nothing: the header is written with every change)."""
         if arrival < self.persisted_below:
             self.dirty_blocks.add(arrival // BLOCK_SPANS)
+
+    def touch_all(self, spans: Iterable[SpanState]) -> None:
+        """:meth:`touch` for each of ``spans`` (a rewrite may move every span)."""
+        below = self.persisted_below
+        self.dirty_blocks.update(
+            {span.arrival // BLOCK_SPANS for span in spans if span.arrival < below}
+        )
 
     def add_span(self, span: SpanState) -> None:
         """Make ``span`` live and enter it in every index."""
@@ -366,11 +371,13 @@ class SessionState:
         self.dirty_blocks.clear()
         self.done_chunks.clear()
 
-    def reindex(self, *, referents: bool = True) -> None:
+    def reindex(self, *, in_order: bool = False) -> None:
         """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
-        or after a restore), the referent index too unless ``referents`` is False
-        (the caller brought it up to date). Marks nothing changed: the caller knows
-        what did.
+        or after a restore). With ``in_order`` the caller brought the context order
+        and the referent index up to date (a rewrite that kept the spans' relative
+        order moves their shared order keys in place): only the indexes keyed by
+        position or holding derived sums are rebuilt. Marks nothing changed: the
+        caller knows what did.
 
         Built in bulk (each sorted index from one sort, not one insert per span):
         the same contents as entering every span one by one, at a fraction of
@@ -399,12 +406,12 @@ class SessionState:
                 bound_count += 1
             if span.stale_rewrites > 0 and span_id not in pending:
                 stale.add(span_id)
-        self.order = SortedList([span.order_key for span in spans])
+        if not in_order:
+            self.order = SortedList([span.order_key for span in spans])
+            self.referents = ReferentIndex.build(spans)
         self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
         self.stale = stale
         self.children = children
-        if referents:
-            self.referents = ReferentIndex.build(spans)
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count

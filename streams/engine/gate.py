@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, assemble
-from streams.engine.referent_index import Mention
-from streams.engine.state import GATE_BULK_SHARE, OrderKey, ScoreKey, SessionState, SpanState
+from streams.engine.referent_index import Mention, OrderKey
+from streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
 class Pin(NamedTuple):
@@ -182,7 +182,18 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
     """
     spans = session.spans
     index = session.referents
-    edges: dict[OrderKey, list[tuple[OrderKey, int, str]]] = {}
+    # By binder id (order keys are lists, never dict keys), with the binders' order
+    # keys aside, to sort them.
+    edges: dict[str, list[tuple[OrderKey, int, str]]] = {}
+    binders: list[OrderKey] = []
+
+    def edges_of(binder: OrderKey) -> list[tuple[OrderKey, int, str]]:
+        found = edges.get(binder[2])
+        if found is None:
+            found = edges[binder[2]] = []
+            binders.append(binder)
+        return found
+
     mentioners = index.key_mentioners
     for key, holders in index.key_holders.items():
         # Many keys have one holder and no mentioner: nobody else to need the binder.
@@ -196,12 +207,12 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
         for at in holders[1:]:
             if at[2] not in removal:
                 if found is None:
-                    found = edges.setdefault(binder, [])
+                    found = edges_of(binder)
                 found.append((at, _KEY, key))
         for user in mentioners.get(key, ()):
             if user not in removal and user != binder[2]:
                 if found is None:
-                    found = edges.setdefault(binder, [])
+                    found = edges_of(binder)
                 found.append((spans[user].order_key, _KEY, key))
     for type_, anaphors in index.anaphors.items():
         typed = index.type_holders.get(type_)
@@ -215,11 +226,12 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
                 continue
             after = bisect_left(typed, user_at, after)
             if after and typed[after - 1][2] in removal:
-                edges.setdefault(typed[after - 1], []).append((user_at, _ANAPHOR, type_))
+                edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
     # A few types: one (frozen) Mention each, not one per pin.
     anaphor_mentions = {type_: Mention(type=type_) for type_ in index.anaphors}
     pins: dict[str, Pin] = {}
-    for binder, found in sorted(edges.items()):
+    for binder in sorted(binders):
+        found = edges[binder[2]]
         if len(found) == 1:
             first, how, name = found[0]
             user_ids = [first[2]]

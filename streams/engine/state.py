@@ -219,7 +219,7 @@ class SessionState:
         """:meth:`remove_span` for each of ``span_ids``, in order, with the same result.
 
         A large share of the session (or ``bulk=True``) leaves in bulk: each big
-        index is filtered once (a C-speed pass) instead of one removal per span,
+        index is filtered in one pass instead of losing one entry per span,
         the per-span bookkeeping is done inline, and the running sums are kept
         exactly as one-by-one removal leaves them.
         """

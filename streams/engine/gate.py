@@ -59,7 +59,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
         ]
     poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
     live_set = set(live)
-    removal = live_set.union(poisoned)
+    removal = live_set.union(poisoned) if poisoned else live_set
 
     pins = pinned_set(session, removal)
     dropped = [s for s in poisoned if s not in pins]
@@ -292,7 +292,7 @@ def _commit(
     # only the pins can refuse one.
     eligible: list[str] = []
     if ranked:
-        refused.extend((span_id, RefusalReason.PINNED) for span_id in live if span_id in pins)
+        refused += [(span_id, RefusalReason.PINNED) for span_id in live if span_id in pins]
         eligible = [span_id for span_id in live if span_id not in pins]
     else:
         spans = session.spans

@@ -56,7 +56,7 @@ def assemble(cls: type[M], values: dict[str, Any]) -> M:
     _set_dict(obj, values)
     every_field = _EVERY_FIELD.get(cls)
     if every_field is None:
-        every_field = _EVERY_FIELD[cls] = set(values)
+        every_field = _EVERY_FIELD[cls] = set(cls.model_fields)
     _set_fields_set(obj, every_field)
     _set_extra(obj, None)
     _set_private(obj, None)

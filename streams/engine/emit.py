@@ -52,15 +52,30 @@ def assemble(cls: type[M], values: dict[str, Any]) -> M:
     declaration order (what :func:`build` checks; the hot outputs of
     :class:`Emission` write their dicts in that order, and the property tests
     compare every output with its validated round trip)."""
-    obj = cls.__new__(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    obj = _new(cls)
+    _set_dict(obj, values)
+    every_field = _EVERY_FIELD.get(cls)
+    if every_field is None:
+        every_field = _EVERY_FIELD[cls] = set(cls.model_fields)
+    _set_fields_set(obj, every_field)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
-_set = object.__setattr__
+_EVERY_FIELD: dict[type[BaseModel], set[str]] = {}
+"""Per model, the fields-set its outputs share: every field is set, and nothing
+changes an output once built (pydantic copies the set before it changes one, in
+``model_copy``; an assignment would only add a name already there). One set per
+model, not one more GC-tracked object per output."""
+
+# BaseModel's own slots, set through their descriptors (no attribute lookup per
+# call), and object.__new__, as no model defines a __new__ of its own.
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def output_id(prefix: str, *parts: object) -> str:

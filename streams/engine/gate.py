@@ -15,15 +15,16 @@ reads only the ranked prefix it selects.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import NamedTuple
 
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, assemble
-from streams.engine.referent_index import Mention
-from streams.engine.state import BULK_SHARE, ScoreKey, SessionState, SpanState
+from streams.engine.referent_index import Mention, OrderKey
+from streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
 class Pin(NamedTuple):
@@ -38,25 +39,27 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     """Run the gate for one request and emit its faults, pins, recompute and decision."""
     settings = emission.settings
     spans = session.spans
-    requested = (
-        list(dict.fromkeys(event.candidates))
-        if event.candidates is not None
-        else _select(session, event.policy, event.query_sha256)
-    )
+    # A policy selects from the rankings, which hold live spans only.
+    ranked = event.candidates is None
     refused: list[tuple[str, RefusalReason]] = []
-    live: list[str] = []
-    for span_id in requested:
-        if span_id in spans:
-            live.append(span_id)
-        else:
-            reason = (
+    if ranked:
+        live = _select(session, event.policy, event.query_sha256)
+    else:
+        requested = list(dict.fromkeys(event.candidates or ()))
+        live = [span_id for span_id in requested if span_id in spans]
+        refused = [
+            (
+                span_id,
                 RefusalReason.ALREADY_EVICTED
                 if span_id in session.gone
-                else RefusalReason.UNKNOWN_SPAN
+                else RefusalReason.UNKNOWN_SPAN,
             )
-            refused.append((span_id, reason))
+            for span_id in requested
+            if span_id not in spans
+        ]
     poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
-    removal = set(live) | set(poisoned)
+    live_set = set(live)
+    removal = live_set.union(poisoned) if poisoned else live_set
 
     pins = pinned_set(session, removal)
     dropped = [s for s in poisoned if s not in pins]
@@ -67,7 +70,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
             kept_poisoned,
             {"request_id": event.request_id, "pinned": True, "treatment": "kept: pinned"},
         )
-        refused.extend((s, RefusalReason.PINNED) for s in kept_poisoned if s not in live)
+        refused.extend((s, RefusalReason.PINNED) for s in kept_poisoned if s not in live_set)
 
     frozen = event.basis == "score" and bool(session.stale)
     committed: list[str] = []
@@ -89,7 +92,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
                 refused.append((span_id, RefusalReason.FROZEN))
     else:
         session.freeze_streak = 0
-        committed = _commit(session, event, live, pins, refused, settings.protect_lineage)
+        committed = _commit(session, event, live, ranked, pins, refused, settings.protect_lineage)
         _check_orphans(session, event, committed, dropped, emission)
 
     _emit_pins(event, pins, emission)
@@ -109,39 +112,17 @@ def pinned_set(
     transitively over the pinned spans' own mentions.
 
     A small removal set touches only the candidates and their referent edges; a
-    large one (or ``bulk=True``) is resolved by one ordered pass over every live
-    span, so the gate is never slower than rescanning the session. Both give the
-    same pins, in the same order, with the same mention and path.
+    large one (or ``bulk=True``) is resolved from the whole referent index at once
+    (one look at every key and every anaphor, as a rescan would), so the gate is
+    never slower than rescanning the session. Both give the same pins, in the
+    same order, with the same mention and path.
     """
     spans = session.spans
     if bulk is None:
-        bulk = len(removal) * BULK_SHARE > len(spans)
-    needed = _needed_in_one_pass(session, removal) if bulk else None
+        bulk = len(removal) * GATE_BULK_SHARE > len(spans)
+    pins = _direct_pins_in_bulk(session, removal) if bulk else _direct_pins(session, removal)
+    queue = deque(pins)
     index = session.referents
-    pins: dict[str, Pin] = {}
-    queue: deque[str] = deque()
-    if needed is None:
-        in_order = sorted(removal, key=lambda s: spans[s].order_key)
-    else:  # the pass over the session is paid already: no sort of a large selection
-        in_order = [at[2] for at in session.order if at[2] in removal]
-    for span_id in in_order:
-        if needed is not None:
-            found = needed.get(span_id)
-            if found is None:
-                continue
-            users, mention = found
-        else:
-            span = spans[span_id]
-            needed_by: dict[str, Mention] = {}
-            for user, used in index.dependents(span_id, span.order_key, span.holds):
-                if user not in removal:
-                    needed_by.setdefault(user, used)
-            if not needed_by:
-                continue
-            users = sorted(needed_by, key=lambda s: spans[s].order_key)
-            mention = needed_by[users[0]]
-        pins[span_id] = Pin(users, mention, [users[0], span_id])
-        queue.append(span_id)
     key_holders = index.key_holders
     while queue:
         holder_id = queue.popleft()
@@ -150,7 +131,7 @@ def pinned_set(
         # mentions it explicitly: its holdings first, then its mentions.
         for key, type_ in holder.holds:
             binder = key_holders[key][0][2]
-            if binder in removal and binder not in pins and binder != holder_id:
+            if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
                 queue.append(binder)
@@ -167,79 +148,112 @@ def pinned_set(
     return pins
 
 
-def _needed_in_one_pass(
-    session: SessionState, removal: set[str]
-) -> dict[str, tuple[list[str], Mention]]:
-    """For each span of ``removal`` that a retained span needs: the retained users in
-    context order, and the mention that the per-candidate walk
-    (:meth:`ReferentIndex.dependents`) would give for the first of them: the
-    smallest key it holds or mentions that the candidate binds, else the smallest
-    type of an anaphor the candidate binds."""
+def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+    """The candidates a retained span needs, in context order, each with its retained
+    users in context order and the mention that binds the first of them to it."""
+    # The first user's mention is the first the walk yields for it: the smallest key
+    # the candidate binds for it, else the smallest anaphor type.
     spans = session.spans
-    key_holders = session.referents.key_holders
-    latest_of_type: dict[str, str] = {}
-    users: dict[str, list[str]] = {}
-    first_mention: dict[str, Mention] = {}
-    for at in session.order:
-        user_id = at[2]
-        user = spans[user_id]
-        if user_id not in removal:
-            # Binder -> (keys, anaphor types) it binds for this user; most users need
-            # none, so nothing is allocated until one does.
-            by_binder: dict[str, tuple[list[str], list[str]]] | None = None
-            binder: str | None
-            for key, _ in user.holds:
-                binder = key_holders[key][0][2]
-                if binder != user_id and binder in removal:
-                    by_binder = _bound(by_binder, binder)
-                    by_binder[binder][0].append(key)
-            for mention in user.mentions:
-                if mention.key is not None:
-                    holders = key_holders.get(mention.key)
-                    binder = holders[0][2] if holders else None
-                    if binder is not None and binder != user_id and binder in removal:
-                        by_binder = _bound(by_binder, binder)
-                        by_binder[binder][0].append(mention.key)
-                elif mention.type is not None:
-                    binder = latest_of_type.get(mention.type)
-                    if binder is not None and binder in removal:
-                        by_binder = _bound(by_binder, binder)
-                        by_binder[binder][1].append(mention.type)
-            for bound_by, (keys, types) in (by_binder or _NO_BINDERS).items():
-                listed = users.get(bound_by)
-                if listed is None:
-                    users[bound_by] = [user_id]
-                    if keys:
-                        key = min(keys)
-                        first_mention[bound_by] = Mention(
-                            key=key, type=_type_held(spans[bound_by], key)
-                        )
-                    else:
-                        first_mention[bound_by] = Mention(type=min(types))
-                elif listed[-1] != user_id:
-                    listed.append(user_id)
-        for _, type_ in user.holds:
-            latest_of_type[type_] = user_id
-    return {span_id: (listed, first_mention[span_id]) for span_id, listed in users.items()}
+    index = session.referents
+    pins: dict[str, Pin] = {}
+    for span_id in sorted(removal, key=lambda s: spans[s].order_key):
+        span = spans[span_id]
+        needed_by: dict[str, Mention] = {}
+        for user, used in index.dependents(span_id, span.order_key, span.holds):
+            if user not in removal:
+                needed_by.setdefault(user, used)
+        if needed_by:
+            users = sorted(needed_by, key=lambda s: spans[s].order_key)
+            pins[span_id] = Pin(users, needed_by[users[0]], [users[0], span_id])
+    return pins
 
 
-_NO_BINDERS: dict[str, tuple[list[str], list[str]]] = {}
+_KEY, _ANAPHOR = 0, 1
+"""How a user needs a candidate, in the order the per-candidate walk tries them."""
 
 
-def _bound(
-    by_binder: dict[str, tuple[list[str], list[str]]] | None, binder: str
-) -> dict[str, tuple[list[str], list[str]]]:
-    # The (keys, types) lists of ``binder``, made on first use (with the dict itself).
-    if by_binder is None:
-        return {binder: ([], [])}
-    if binder not in by_binder:
-        by_binder[binder] = ([], [])
-    return by_binder
+def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, Pin]:
+    """:func:`_direct_pins`'s answer from one look at every key's holders and
+    mentioners and at every anaphor, without a sorted-index search per candidate.
+
+    Each (user, how, key or type) edge to a candidate is collected, then a
+    candidate's edges are sorted: users come in context order and its first edge
+    is the walk's mention for the first user.
+    """
+    spans = session.spans
+    index = session.referents
+    # By binder id (order keys are lists, never dict keys), with the binders' order
+    # keys aside, to sort them.
+    edges: dict[str, list[tuple[OrderKey, int, str]]] = {}
+    binders: list[OrderKey] = []
+
+    def edges_of(binder: OrderKey) -> list[tuple[OrderKey, int, str]]:
+        found = edges.get(binder[2])
+        if found is None:
+            found = edges[binder[2]] = []
+            binders.append(binder)
+        return found
+
+    mentioners = index.key_mentioners
+    for key, holders in index.key_holders.items():
+        # Many keys have one holder and no mentioner: nobody else to need the binder.
+        if len(holders) == 1 and key not in mentioners:
+            continue
+        binder = holders[0]
+        if binder[2] not in removal:
+            continue
+        # Short lists: plain loops, no comprehension to call per key.
+        found: list[tuple[OrderKey, int, str]] | None = None
+        for at in holders[1:]:
+            if at[2] not in removal:
+                if found is None:
+                    found = edges_of(binder)
+                found.append((at, _KEY, key))
+        for user in mentioners.get(key, ()):
+            if user not in removal and user != binder[2]:
+                if found is None:
+                    found = edges_of(binder)
+                found.append((spans[user].order_key, _KEY, key))
+    for type_, anaphors in index.anaphors.items():
+        typed = index.type_holders.get(type_)
+        if not typed:
+            continue
+        # Users come in order, so each one's binder (the latest holder of the type
+        # before it) is searched for from the previous one's.
+        after = 0
+        for user_at in anaphors:
+            if user_at[2] in removal:
+                continue
+            after = bisect_left(typed, user_at, after)
+            if after and typed[after - 1][2] in removal:
+                edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
+    # A few types: one (frozen) Mention each, not one per pin.
+    anaphor_mentions = {type_: Mention(type=type_) for type_ in index.anaphors}
+    pins: dict[str, Pin] = {}
+    for binder in sorted(binders):
+        found = edges[binder[2]]
+        if len(found) == 1:
+            first, how, name = found[0]
+            user_ids = [first[2]]
+        else:
+            found.sort()
+            first, how, name = found[0]
+            user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
+        mention = (
+            Mention(key=name, type=_type_held(spans[binder[2]], name))
+            if how == _KEY
+            else anaphor_mentions[name]
+        )
+        pins[binder[2]] = Pin(user_ids, mention, [user_ids[0], binder[2]])
+    return pins
 
 
 def _type_held(span: SpanState, key: str) -> str:
     # The type the binder holds the key under (its first holding of the key).
-    return next(type_ for held, type_ in span.holds if held == key)
+    for held, type_ in span.holds:
+        if held == key:
+            return type_
+    raise KeyError(key)
 
 
 def _select(session: SessionState, policy: EvictionPolicy | None, query: str | None) -> list[str]:
@@ -251,35 +265,47 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     if policy.threshold is not None:
         limit: ScoreKey = (policy.threshold, -1, "")
         below = [islice(r, 0, r.bisect_left(limit)) for r in ranked]
-        return [key[2] for key in heapq.merge(*below)]
+        return [key[2] for key in _merged(below)]
     assert policy.keep_top_k is not None
     excess = sum(len(r) for r in ranked) - policy.keep_top_k
     if excess <= 0:
         return []
-    return [key[2] for key in islice(heapq.merge(*ranked), excess)]
+    return [key[2] for key in islice(_merged(ranked), excess)]
+
+
+def _merged(rankings: Sequence[Iterable[ScoreKey]]) -> Iterable[ScoreKey]:
+    # Without a query there is one ranking: no merge to pay per selected span.
+    return rankings[0] if len(rankings) == 1 else heapq.merge(*rankings)
 
 
 def _commit(
     session: SessionState,
     event: EvictionRequested,
     live: list[str],
+    ranked: bool,
     pins: dict[str, Pin],
     refused: list[tuple[str, RefusalReason]],
     protect_lineage: bool,
 ) -> list[str]:
-    spans = session.spans
-    needs_score = event.basis == "score"
+    # ``ranked``: ``live`` is a policy's selection from the bound-score rankings, so
+    # each span is scored for the query and none is poisoned (neither would rank):
+    # only the pins can refuse one.
     eligible: list[str] = []
-    for span_id in live:
-        span = spans[span_id]
-        if span_id in pins:
-            refused.append((span_id, RefusalReason.PINNED))
-        elif span_id in session.poisoned_pending:
-            continue  # leaves with the decision's `dropped`
-        elif needs_score and not _scored_for(span, event.query_sha256):
-            refused.append((span_id, RefusalReason.UNSCORED))
-        else:
-            eligible.append(span_id)
+    if ranked:
+        refused += [(span_id, RefusalReason.PINNED) for span_id in live if span_id in pins]
+        eligible = [span_id for span_id in live if span_id not in pins]
+    else:
+        spans = session.spans
+        needs_score = event.basis == "score"
+        for span_id in live:
+            if span_id in pins:
+                refused.append((span_id, RefusalReason.PINNED))
+            elif span_id in session.poisoned_pending:
+                continue  # leaves with the decision's `dropped`
+            elif needs_score and not _scored_for(spans[span_id], event.query_sha256):
+                refused.append((span_id, RefusalReason.UNSCORED))
+            else:
+                eligible.append(span_id)
     if not protect_lineage or not session.children:
         return eligible
     # A parent may go when every live span citing it goes with it.
@@ -307,6 +333,8 @@ def _check_orphans(
     dropped: list[str],
     emission: Emission,
 ) -> None:
+    if not session.children:
+        return
     leaving = set(committed) | set(dropped)
     orphans: dict[str, list[str]] = {}
     for span_id in committed:
@@ -323,15 +351,22 @@ def _check_orphans(
 
 def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
     surfaces = emission.settings.emit_surfaces
+    # Pins through the same Mention object (an anaphor's type, say) share one output
+    # model: outputs are never changed once built. Keyed by identity: every Mention
+    # is alive in ``pins`` while this runs.
+    models: dict[int, PinMention] = {}
     for span_id, pin in pins.items():
-        mention = assemble(
-            PinMention,
-            {
-                "key": pin.mention.key,
-                "type": pin.mention.type,
-                "surface": pin.mention.surface if surfaces else None,
-            },
-        )
+        used = pin.mention
+        mention = models.get(id(used))
+        if mention is None:
+            mention = models[id(used)] = assemble(
+                PinMention,
+                {
+                    "key": used.key,
+                    "type": used.type,
+                    "surface": used.surface if surfaces else None,
+                },
+            )
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
 
 

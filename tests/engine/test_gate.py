@@ -298,8 +298,8 @@ def test_one_pass_pinned_set_equals_the_per_candidate_walk(
     script_actions: list,
     data: st.DataObject,  # type: ignore[type-arg]
 ) -> None:
-    # The gate resolves a large removal set in one pass over the session; it must
-    # give exactly the pins (order, users, mention, path) of the per-candidate walk.
+    # The gate resolves a large removal set from the whole referent index at once; it
+    # must give exactly the pins (order, users, mention, path) of the per-candidate walk.
     engine = Engine()
     for i, line in enumerate(build(script_actions).lines()):
         engine.process_raw(line, Source("t", 0, i))

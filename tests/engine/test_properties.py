@@ -7,6 +7,7 @@ import base64
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from schemas import (
     EvictionDecided,
@@ -137,6 +138,15 @@ def test_summary_faults_follow_their_rules(script_actions: list[tuple]) -> None:
         assert (got_empty.span_ids if got_empty else []) == empty
 
 
+def fields_sets(value: object) -> object:
+    """The fields-set of a model and of every model inside it (equality ignores them)."""
+    if isinstance(value, BaseModel):
+        return (value.model_fields_set, [fields_sets(v) for v in value.__dict__.values()])
+    if isinstance(value, list):
+        return [fields_sets(v) for v in value]
+    return None
+
+
 @PROPS
 @given(actions())
 def test_replay_is_byte_identical(script_actions: list[tuple]) -> None:  # type: ignore[type-arg]
@@ -152,6 +162,7 @@ def test_replay_is_byte_identical(script_actions: list[tuple]) -> None:  # type:
                 # validated round trip, with its fields in declaration order.
                 assert o == decode_output(raw)
                 assert list(o.__dict__) == list(type(o).model_fields)
+                assert fields_sets(o) == fields_sets(decode_output(raw))
                 out.append(raw)
         return b"\n".join(out)
 

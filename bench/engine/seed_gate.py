@@ -258,9 +258,9 @@ def measure_gate_case(
         "engine_event_us": round(event * 1e6, 1),
         "engine_gate_cold_us": round(cold * 1e6, 1),
         "naive_gate_us": round(slow * 1e6, 1),
-        "speedup_gate": round(slow / gate, 1),
-        "speedup_event": round(slow / event, 1),
-        "speedup_cold": round(slow / cold, 1),
+        "speedup_gate": round(slow / gate, 2),
+        "speedup_event": round(slow / event, 2),
+        "speedup_cold": round(slow / cold, 2),
     }
 
 
@@ -285,11 +285,12 @@ def measure_gate(scale: Scale) -> Json:
             built, spans, "keep_top_k_100", {"keep_top_k": n - 100}, 7, 3
         ),
         "keep_top_k, half selected": measure_gate_case(
-            built, spans, "keep_top_k_half", {"keep_top_k": n // 2}, 3, 3
+            built, spans, "keep_top_k_half", {"keep_top_k": n // 2}, 7, 7
         ),
     }
     worst = min(cases["threshold"]["speedup_gate"], cases["keep_top_k"]["speedup_gate"])
-    slowest = min(case["speedup_gate"] for case in cases.values())
+    # From the times, not the rounded ratios: 0.96x must not read as "never slower".
+    slowest = min(case["naive_gate_us"] / case["engine_gate_us"] for case in cases.values())
     return {
         "spans": n,
         "method": "engine 'gate' = streams.engine.gate.decide on a decoded request; "
@@ -303,6 +304,6 @@ def measure_gate(scale: Scale) -> Json:
         "speedup": worst,
         "target_speedup": TARGET_GATE_SPEEDUP,
         "met": worst >= TARGET_GATE_SPEEDUP,
-        "worst_speedup_any_selection": slowest,
+        "worst_speedup_any_selection": round(slowest, 3),
         "never_slower_met": slowest >= TARGET_GATE_NEVER_SLOWER,
     }

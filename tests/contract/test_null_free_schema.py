@@ -7,6 +7,7 @@ from pydantic_core import SchemaValidator
 
 from schemas import INPUT_TYPES, SessionClosed
 from schemas.inputs import null_free_core_schema
+from tests.contract.records import session_closed
 
 
 def _functions(node: Any) -> list[object]:
@@ -31,17 +32,7 @@ def test_only_the_null_step_is_gone(name: str) -> None:
 
 
 def test_without_the_step_a_null_is_no_longer_absent() -> None:
-    record = {
-        "type": "session.closed",
-        "schema_version": 1,
-        "event_id": "e",
-        "session_id": "s",
-        "tenant": "t",
-        "seq": 0,
-        "turn": 0,
-        "ts": "2026-11-30T09:00:00Z",
-        "x": None,
-    }
+    record = session_closed(x=None)
     assert SessionClosed.model_validate(record).model_extra == {}
     # a fresh validator: pydantic-core would reuse the complete model's own one
     type.__setattr__(SessionClosed, "__pydantic_complete__", False)

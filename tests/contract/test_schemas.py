@@ -14,6 +14,7 @@ from schemas import (
     SpanAdded,
 )
 from schemas.export import JSON_DIR, render_schemas
+from tests.contract.records import session_closed
 
 
 def test_checked_in_schemas_match_models() -> None:
@@ -66,19 +67,7 @@ def test_contract_field_names() -> None:
 
 
 def test_unknown_fields_are_kept() -> None:
-    event = INPUT_ADAPTER.validate_python(
-        {
-            "type": "session.closed",
-            "schema_version": 1,
-            "event_id": "e",
-            "session_id": "s",
-            "tenant": "t",
-            "seq": 0,
-            "turn": 0,
-            "ts": "2026-11-30T10:00:00Z",
-            "harness": {"v": 2},
-        }
-    )
+    event = INPUT_ADAPTER.validate_python(session_closed(harness={"v": 2}))
     assert event.model_dump()["harness"] == {"v": 2}
 
 

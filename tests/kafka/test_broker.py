@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from streams.cli.main import app
 from streams.kafka_io.topics import create_topics, topic_config
-from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_port, free_ports
+from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_ports
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"  # the jars every test broker shares (see conftest.py)
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``
@@ -347,10 +347,14 @@ def test_cli_missing_java_or_maven_is_one_line(
 ) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
-    port = free_port()
+    # An explicit controller port: port + 1 (the default) may be any other process's.
+    port, controller_port = free_ports(2)
     home = ["--home", str(tmp_path / "home")]
 
-    started = cli.invoke(app, ["kafka", "start", "--port", str(port), *home])
+    started = cli.invoke(
+        app,
+        ["kafka", "start", "--port", str(port), "--controller-port", str(controller_port), *home],
+    )
     assert started.exit_code == 1
     assert started.stderr.splitlines()[-1].startswith("error: Java was not found")
     assert "Traceback" not in started.output
@@ -382,13 +386,17 @@ def test_cli_start_refuses_a_configured_address_it_cannot_serve(
 def test_cli_start_honours_the_configured_broker_address(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = free_port()
+    port, controller_port = free_ports(2)
     monkeypatch.setenv("SPANGUARD_BROKER", f"kafka://127.0.0.1:{port}")
     home = ["--home", str(tmp_path / "home")]
     try:
+        # An explicit controller port: port + 1 (the default) is even, the parity Linux
+        # gives outgoing connections, so during the suite it is often some client's.
         result = cli.invoke(
-            app, ["kafka", "start", *home, "--lib-dir", str(SHARED_LIB_DIR), "--timeout", "120"]
-        )
+            app,
+            ["kafka", "start", *home, "--controller-port", str(controller_port),
+             "--lib-dir", str(SHARED_LIB_DIR), "--timeout", "120"],
+        )  # fmt: skip
         assert result.exit_code == 0, result.output
         assert result.stdout.strip() == f"127.0.0.1:{port}"
         assert LocalBroker(home=tmp_path / "home", port=port).is_answering()
@@ -401,7 +409,7 @@ def test_cli_start_honours_the_configured_broker_address(
 def test_cli_start_with_a_sasl_listener_serves_scram_clients(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port, sasl_port = free_ports(2)
+    port, controller_port, sasl_port = free_ports(3)
     password = "cli-scram-" + uuid.uuid4().hex[:10]
     monkeypatch.setenv("SPANGUARD_SCRAM_PASSWORD", password)
     home = tmp_path / "home"
@@ -410,8 +418,8 @@ def test_cli_start_with_a_sasl_listener_serves_scram_clients(
             app,
             [
                 "kafka", "start", "--home", str(home), "--lib-dir", str(SHARED_LIB_DIR),
-                "--port", str(port), "--sasl-port", str(sasl_port), "--scram-user", "demo",
-                "--timeout", "120",
+                "--port", str(port), "--controller-port", str(controller_port),
+                "--sasl-port", str(sasl_port), "--scram-user", "demo", "--timeout", "120",
             ],
         )  # fmt: skip
         assert started.exit_code == 0, started.output

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,16 +271,19 @@ def _models(node: Any) -> Iterator[type[BaseModel]]:
             yield from _models(value)
 
 
-@contextmanager
-def _built_afresh(models: set[type[BaseModel]]) -> Iterator[None]:
-    # pydantic-core reuses a complete model's own validator wherever a schema
-    # names the model, which would undo every change above: for the time of the
-    # build, the models do not say they are complete.
+def fresh_validator(schema: CoreSchema) -> SchemaValidator:
+    """A validator of ``schema`` exactly as written, models included.
+
+    pydantic-core reuses a complete model's own validator wherever a schema names
+    the model, which would undo any change made to a copy of its core schema: for
+    the time of the build, the models it names do not say they are complete.
+    """
+    models = set(_models(schema))
     complete = {model: model.__dict__["__pydantic_complete__"] for model in models}
     for model in models:
         type.__setattr__(model, "__pydantic_complete__", False)
     try:
-        yield
+        return SchemaValidator(schema)
     finally:
         for model, flag in complete.items():
             type.__setattr__(model, "__pydantic_complete__", flag)
@@ -292,9 +294,7 @@ def _json_validator() -> SchemaValidator:
     choices: dict[str, CoreSchema] = {
         name: _narrowed(null_free_core_schema(model)) for name, model in INPUT_TYPES.items()
     }
-    schema = core_schema.tagged_union_schema(choices, discriminator="type")
-    with _built_afresh(set(_models(schema))):
-        return SchemaValidator(schema)
+    return fresh_validator(core_schema.tagged_union_schema(choices, discriminator="type"))
 
 
 _FROM_JSON = _json_validator()

@@ -119,8 +119,8 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
                 unchanged((entry, span))
             placed((position, span))
             continue
-        left = gone.get(entry.span_id) if base is not None else None
-        if left is not None and base is not None and left.seq > base:
+        left = gone.get(entry.span_id)
+        if base is not None and left is not None and left.seq > base:
             diff.stays_gone.append(entry.span_id)  # an entry for a span evicted later
         else:
             diff.created.append(entry)

@@ -230,7 +230,6 @@ class SessionState:
                 self.remove_span(span_id, seq)
             return
         spans, gone, pending = self.spans, self.gone, self.poisoned_pending
-        persisted_below, dirty = self.persisted_below, self.dirty_blocks
         removed: list[SpanState] = []
         bound_sum, bound_count, live_tokens = self.bound_sum, self.bound_count, self.live_tokens
         for span_id in span_ids:
@@ -244,10 +243,8 @@ class SessionState:
             live_tokens -= span.tokens
             if span.derived_from:
                 self._unlink_child(span)
-            arrival = span.arrival
-            gone[span_id] = GoneSpan(seq, span.stale_rewrites, arrival)
-            if arrival < persisted_below:
-                dirty.add(arrival // BLOCK_SPANS)
+            gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
+        self.touch_all(removed)
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)
         self.stale.difference_update(leaving)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
-from streams.engine.referent_index import Mention
 from streams.engine.names import NameBook, match_book, new_names
+from streams.engine.referent_index import Mention
 from streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
@@ -176,7 +176,7 @@ class HoldingsBuilder:
                 return book.starts(stored(tenant, word))
 
             repeats = match_book(scan.names, lookup, starts)
-            own = new_names(own, repeats)
+            own, repeats = new_names(own, repeats)
             for key, type_, _, _ in repeats:
                 holds[(key, type_)] = None
         if not own:

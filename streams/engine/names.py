@@ -146,6 +146,7 @@ _WORD = re.compile(r"[^\W_]{1,64}+")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
 _INITIAL_GAPS = frozenset({". ", "."})
+_DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
 
@@ -168,15 +169,17 @@ class Word(NamedTuple):
 
 class FoundName(NamedTuple):
     """A name found in a text: ``key``, ``type``, ``surface`` at ``start``, its
-    distinctive part (``""`` when it has none), and where the head noun that
-    typed it starts (-1 without one): a determiner phrase ending there
-    (``the Acorn Guest House``) introduces the name instead of referring."""
+    shorter book entries (its distinctive part, and the rest of it after a first
+    word that may only be capitalised because it starts a sentence: ``Try
+    Doubletree`` -> ``doubletree``), and where the head noun that typed it starts
+    (-1 without one): a determiner phrase ending there (``the Acorn Guest House``)
+    introduces the name instead of referring."""
 
     key: str
     type: str
     surface: str
     start: int
-    part: str
+    parts: tuple[str, ...] = ()
     type_at: int = -1
 
 
@@ -232,14 +235,18 @@ def _words(text: str) -> list[Word]:
 
 
 def _is_cased(words: list[Word]) -> bool:
-    """A text is cased when it has lower-case words and is not in title case (nine in
-    ten of its words of 4+ letters capitalised: a sentence full of names still has
-    its verbs and nouns in lower case)."""
+    """A text is cased when it has lower-case words and is not in title case: nine in
+    ten of its words of 4+ letters capitalised, and its short function words too (a
+    sentence full of names, "Adam E. Pollock is a Psychologist in San Francisco",
+    keeps "is", "a" and "in" in lower case)."""
     if not any(not w.capital and w.folded.isalpha() for w in words):
         return False
     long_words = [w for w in words if len(w.folded) >= 4 and w.folded.isalpha()]
     capitals = sum(1 for w in long_words if w.capital)
-    return len(long_words) < 3 or capitals * 10 < len(long_words) * 9
+    if len(long_words) < 3 or capitals * 10 < len(long_words) * 9:
+        return True
+    short = [w for w in words if len(w.folded) <= 3 and w.folded in _STOP and not w.sentence_start]
+    return sum(1 for w in short if w.capital) * 2 < len(short)
 
 
 def _distinctive(word: Word) -> bool:
@@ -266,8 +273,9 @@ class _Finder:
         self.text = text
         self.words = words
         self.cased = cased
-        # (first, last, type): word range [first, last) of a name.
-        self.candidates: list[tuple[int, int, str | None]] = []
+        # (first, end, origin): word range [first, end) of a name, and which rule
+        # found it (see _ORIGINS).
+        self.candidates: list[tuple[int, int, str]] = []
 
     def run_cased(self) -> None:
         words = self.words
@@ -313,21 +321,26 @@ class _Finder:
 
     def _cased_candidate(self, first: int, end: int) -> None:
         words = self.words
-        # A leading determiner, or a sentence's first ordinary word, is not part of it.
+        # A leading determiner, or a function word or greeting starting a sentence, is
+        # not part of it (nor the "'s" of "There's Summit Crest").
         while first < end and (
             words[first].folded in DETERMINERS
             or (
                 words[first].sentence_start
-                and end - first > 1
-                and (is_ordinary(words[first].folded) or words[first].folded in _STOP)
-                and not self._names_first(first)
+                and (words[first].folded in _STOP or words[first].folded in GREETINGS)
             )
         ):
             first += 1
+            if first < end and words[first].folded == "s" and not words[first].capital:
+                first += 1
             if first < end and not words[first].capital:
                 return
-        # Nor is a day, a month or "I" at its end ("Christopher J. Celio March 9th").
+        # Nor is a day, a month or "I" at its end ("Christopher J. Celio March 9th"),
+        # with the "next" before it ("Whang-Ramos Paula Next Thursday").
+        trimmed = end
         while end > first + 1 and words[end - 1].folded in GREETINGS:
+            end -= 1
+        if end < trimmed and end > first + 1 and words[end - 1].folded in _DAY_QUALIFIERS:
             end -= 1
         if first >= end:
             return
@@ -345,6 +358,17 @@ class _Finder:
                 return
         if self._label(end):
             return
+        # An ordinary word starting a sentence may be capitalised for that alone
+        # ("Try Doubletree") or be the name's own ("Cypress Glen"): kept, and the rest
+        # of the name goes into the book as well.
+        origin = (
+            "loose"
+            if words[first].sentence_start
+            and end - first > 1
+            and is_ordinary(words[first].folded)
+            and not self._names_first(first)
+            else "cased"
+        )
         # A number just before a name that is not a place joins it ("1 Hotel Central
         # Park", "400 Canal Street Apartments").
         if (
@@ -354,7 +378,7 @@ class _Finder:
             and (_head(words[end - 1].folded) or any(_distinctive(w) for w in span))
         ):
             first -= 1
-        self.candidates.append((first, end, None))
+        self.candidates.append((first, end, origin))
 
     def _names_first(self, first: int) -> bool:
         """Whether a sentence's first word, ordinary as it is, belongs to the run after
@@ -405,7 +429,7 @@ class _Finder:
             if end > last or any(
                 len(w.folded) >= 4 and not is_proper(w.folded) for w in words[first:last]
             ):
-                self.candidates.append((first, end, None))
+                self.candidates.append((first, end, "distinctive"))
             i = last
 
     def run_called(self) -> None:
@@ -437,13 +461,13 @@ class _Finder:
     def places(self) -> None:
         """Drop candidates that are places used as locations."""
         words = self.words
-        kept: list[tuple[int, int, str | None]] = []
+        kept: list[tuple[int, int, str]] = []
         for first, end, origin in self.candidates:
             last = words[end - 1].folded
             has_head = _head(last)
-            if last in LOCATION_WORDS and origin is None:
+            if last in LOCATION_WORDS and origin != "called":
                 continue
-            if not has_head and origin is None and _place_after(words, first, end):
+            if not has_head and origin != "called" and _place_after(words, first, end):
                 continue
             kept.append((first, end, origin))
         self.candidates = kept
@@ -457,7 +481,8 @@ def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> 
     """A run without a head noun right after ``in``, ``from``, ``to``... (a determiner
     between) or a house number: a place used as a location (``a train to Cambridge``,
     ``in San Diego``, ``leaving from stevenage``). After ``in``, ``to`` or a house
-    number, a word no dictionary has makes it a name (``tickets to Anberlin``)."""
+    number it must be one word the dictionaries know, or proper nouns they know
+    (``tickets to Anberlin``, ``a visit to Addison Ranch`` name things)."""
     if first == 0:
         return False
     before = words[first - 1]
@@ -467,17 +492,25 @@ def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> 
         return False
     if before.folded in TRAVEL_PREPOSITIONS:
         return True
-    return all(_known_word(w.folded) for w in words[first:end])
+    run = words[first:end]
+    if len(run) == 1:
+        return _known_word(run[0].folded)
+    return all(is_proper(w.folded) or w.folded in NAME_JOINERS for w in run)
 
 
-def _resolve(candidates: list[tuple[int, int, str | None]]) -> list[tuple[int, int]]:
-    """Non-overlapping ranges: the longest first, then the earliest."""
-    chosen: list[tuple[int, int]] = []
+_ORIGINS = {"called": 0, "cased": 1, "loose": 1, "distinctive": 2}
+"""Which rule wins between candidates of the same length: the words after
+``called``, then a cased run (it knows where the name starts), then distinctive words."""
+
+
+def _resolve(candidates: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Non-overlapping ranges: the longest first, then by rule, then the earliest."""
+    chosen: list[tuple[int, int, str]] = []
     taken: set[int] = set()
-    for first, end, _ in sorted(candidates, key=lambda c: (c[0] - c[1], c[0])):
+    for first, end, origin in sorted(candidates, key=lambda c: (c[0] - c[1], _ORIGINS[c[2]], c[0])):
         if any(i in taken for i in range(first, end)):
             continue
-        chosen.append((first, end))
+        chosen.append((first, end, origin))
         taken.update(range(first, end))
     chosen.sort()
     return chosen
@@ -495,6 +528,14 @@ def _type_of(words: list[Word], first: int, end: int) -> tuple[str, int]:
     return "name", -1
 
 
+def _may_stand_alone(folded: list[str]) -> bool:
+    """Whether words may be a book entry of their own: a distinctive word, or two or
+    more words (one ordinary word would repeat everywhere)."""
+    return bool(folded) and (
+        len(folded) >= 2 or any(not is_ordinary(w) and w not in _STOP for w in folded)
+    )
+
+
 def distinctive_part(folded: list[str]) -> str:
     """A name's distinctive part (``""`` when it has none): the name without its
     trailing head noun (``guest house`` is one), when that still holds a
@@ -506,10 +547,7 @@ def distinctive_part(folded: list[str]) -> str:
         part = part[:-1]
     if part and part[0] in DETERMINERS:
         part = part[1:]
-    distinct = any(not is_ordinary(w) and w not in _STOP for w in part)
-    if not part or not (distinct or len(part) >= 2):
-        return ""
-    return " ".join(part)
+    return " ".join(part) if _may_stand_alone(part) else ""
 
 
 def scan_names(text: str) -> NameScan:
@@ -523,7 +561,7 @@ def scan_names(text: str) -> NameScan:
     finder.run_called()
     finder.places()
     names: list[FoundName] = []
-    for first, end in _resolve(finder.candidates):
+    for first, end, origin in _resolve(finder.candidates):
         folded = [w.folded for w in words[first:end]]
         if folded[0] in DETERMINERS:
             first += 1
@@ -534,7 +572,10 @@ def scan_names(text: str) -> NameScan:
         start = words[first].start
         surface = text[start : words[end - 1].end]
         type_, type_at = _type_of(words, first, end)
-        names.append(FoundName(key, type_, surface, start, distinctive_part(folded), type_at))
+        parts = [distinctive_part(folded)]
+        if origin == "loose" and _may_stand_alone(folded[1:]):
+            parts.append(" ".join(folded[1:]))
+        names.append(FoundName(key, type_, surface, start, tuple(p for p in parts if p), type_at))
     return NameScan(tuple(names), tuple(words), cased)
 
 
@@ -544,8 +585,7 @@ def book_entries(names: tuple[FoundName, ...]) -> list[tuple[str, str, str, bool
     entries: list[tuple[str, str, str, bool]] = []
     for name in names:
         entries.append((name.key, name.key, name.type, False))
-        if name.part:
-            entries.append((name.part, name.key, name.type, True))
+        entries.extend((part, name.key, name.type, True) for part in name.parts)
     return entries
 
 
@@ -668,7 +708,8 @@ def new_names(
     """A text's own names and its repeats of book entries, where they overlap the
     longer one kept (a repeat on a tie): ``the Acorn`` after ``Acorn guest house``
     mentions that name and introduces none, while ``Ac Hotel By Marriott Atlanta
-    Downtown`` is a new name, not a repeat of ``Atlanta``."""
+    Downtown`` is a new name, not a repeat of ``Atlanta``. A longer name that starts
+    with a repeat keeps both (``the Aaron Lewis show``)."""
     if not repeats or not own:
         return own, repeats
     kept_own = []
@@ -679,7 +720,9 @@ def new_names(
             i for i, (_, _, start, stop) in enumerate(repeats) if start < end and name.start < stop
         ]
         if inside and all(repeats[i][3] - repeats[i][2] < len(name.surface) for i in inside):
-            dropped.update(inside)
+            # A repeat the new name starts with stays one ("the Aaron Lewis show" after
+            # "Aaron Lewis"); one in its middle is a word of another name.
+            dropped.update(i for i in inside if repeats[i][2] != name.start)
             kept_own.append(name)
         elif not inside:
             kept_own.append(name)

@@ -493,7 +493,7 @@ def _names(text: str, scanner: _Scanner, typed: TypedValues) -> NameScan:
                         value.type,
                         value.surface,
                         value.start,
-                        distinctive_part(words),
+                        tuple(part for part in (distinctive_part(words),) if part),
                     )
                 )
     if not dropped and len(kept) == len(found.names):

@@ -23,7 +23,7 @@ def names(text: str) -> list[tuple[str, str]]:
     ("text", "expected"),
     [
         ("I'd suggest the Acorn guest house.", [("acorn guest house", "house")]),
-        ("Try Pizza Hut Fen Ditton tonight.", [("pizza hut fen ditton", "name")]),
+        ("We tried Pizza Hut Fen Ditton tonight.", [("pizza hut fen ditton", "name")]),
         ("We went to see Christ's College today.", [("christ s college", "college")]),
         ("I booked the restaurant Pizza Hut for you.", [("pizza hut", "restaurant")]),
         ("The Bank of America branch is open.", [("bank of america", "bank")]),
@@ -50,6 +50,18 @@ def test_a_run_of_capitalised_words_is_a_name(text: str, expected: list[tuple[st
 )
 def test_capitalised_words_that_name_nothing(text: str) -> None:
     assert names(text) == []
+
+
+def test_an_ordinary_first_word_of_a_sentence_stays_and_the_rest_is_a_book_entry() -> None:
+    # "Try" is capitalised only because it starts the sentence, "Cypress" because it
+    # is the name's own: both stay, and the rest is in the book for a later repeat.
+    (tried,) = scan_names("Try Pizza Hut Fen Ditton tonight.").names
+    assert (tried.key, tried.parts) == ("try pizza hut fen ditton", ("pizza hut fen ditton",))
+    assert repeats("Try Pizza Hut Fen Ditton now.", "book pizza hut fen ditton")[1] == [
+        ("try pizza hut fen ditton", "name", "pizza hut fen ditton")
+    ]
+    (glen,) = scan_names("Cypress Glen is another choice.").names
+    assert glen.key == "cypress glen"
 
 
 def test_title_case_text_is_not_cased() -> None:

@@ -272,6 +272,7 @@ class Engine:
         holdings = self._holdings.build(
             session.tenant,
             session.known_types,
+            session.names,
             event.text,
             event.content_hash,
             event.introduces,

@@ -13,9 +13,13 @@ from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
 from streams.engine.referent_index import Mention
+from streams.engine.names import NameBook, match_book, new_names
 from streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
+
+BOOK_WORD_ENTRIES = 65536
+"""Stored forms of book words and entries remembered per builder (cleared when full)."""
 
 SCAN_CACHE_ENTRIES = 4096
 """Scans of recent texts kept per builder, in each of two generations (see
@@ -68,7 +72,14 @@ class HoldingsBuilder:
     whole texts.
     """
 
-    __slots__ = ("_hash_types", "_hasher", "_previous_scans", "_scans", "_surfaces")
+    __slots__ = (
+        "_book_words",
+        "_hash_types",
+        "_hasher",
+        "_previous_scans",
+        "_scans",
+        "_surfaces",
+    )
 
     def __init__(self, settings: EngineSettings) -> None:
         self._hasher = KeyHasher(
@@ -80,6 +91,7 @@ class HoldingsBuilder:
         self._surfaces = settings.emit_surfaces
         self._scans: dict[str, Scan] = {}
         self._previous_scans: dict[str, Scan] = {}
+        self._book_words: dict[tuple[str, str], str] = {}
 
     def _scan(self, text: str, text_sha256: str) -> Scan:
         scan = self._scans.get(text_sha256)
@@ -93,10 +105,20 @@ class HoldingsBuilder:
             self._scans[text_sha256] = scan
         return scan
 
+    def _book_word(self, tenant: str, folded: str) -> str:
+        """The stored form of a name-book word or entry (cached)."""
+        cached = self._book_words.get((tenant, folded))
+        if cached is None:
+            if len(self._book_words) >= BOOK_WORD_ENTRIES:
+                self._book_words.clear()
+            cached = self._book_words[(tenant, folded)] = self._hasher.word(tenant, folded)
+        return cached
+
     def build(
         self,
         tenant: str,
         known_types: set[str],
+        book: NameBook,
         text: str | None,
         text_sha256: str,
         introduces: Iterable[Referent] | None,
@@ -106,7 +128,9 @@ class HoldingsBuilder:
         ``text_sha256``) and the harness's lists.
 
         ``known_types`` (the session's introduced types) decides what counts as
-        an anaphor; it is not changed here (see :meth:`learn_types`).
+        an anaphor; it is not changed here (see :meth:`learn_types`). ``book`` (the
+        session's name book, in stored form) gives the names the text repeats and
+        learns the text's new ones.
         """
         hasher = self._hasher
         holds: dict[tuple[str, str], None] = {}
@@ -120,6 +144,7 @@ class HoldingsBuilder:
             scan = self._scan(text, text_sha256)
             for key, type_, _, _ in scan.identifiers:
                 holds[(hasher.key(tenant, key), hasher.type(tenant, type_))] = None
+            self._names(tenant, book, scan, holds)
             anaphors = find_anaphors(scan.phrases, known) if known else ()
             for anaphor_type, anaphor_surface, _ in anaphors:
                 surface = anaphor_surface if self._surfaces else None
@@ -134,6 +159,36 @@ class HoldingsBuilder:
                 found[Mention(type=hasher.type(tenant, men.type), surface=surface)] = None
         held = {key for key, _ in holds}
         return Holdings(tuple(holds), tuple(m for m in found if m.key is None or m.key not in held))
+
+    def _names(
+        self, tenant: str, book: NameBook, scan: Scan, holds: dict[tuple[str, str], None]
+    ) -> None:
+        """Hold the text's names and the book's names it repeats; teach the book the
+        new ones."""
+        own = scan.names.names
+        if book.firsts:
+            stored = self._book_word
+
+            def lookup(entry: str) -> tuple[str, str] | None:
+                return book.get(stored(tenant, entry))
+
+            def starts(word: str) -> bool:
+                return book.starts(stored(tenant, word))
+
+            repeats = match_book(scan.names, lookup, starts)
+            own = new_names(own, repeats)
+            for key, type_, _, _ in repeats:
+                holds[(key, type_)] = None
+        if not own:
+            return
+        hasher = self._hasher
+        for name in own:
+            holds[(hasher.key(tenant, name.key), hasher.type(tenant, name.type))] = None
+        book.learn(
+            own,
+            lambda raw: self._book_word(tenant, raw),
+            lambda raw: hasher.type(tenant, raw),
+        )
 
     @staticmethod
     def learn_types(known_types: set[str], holdings: Holdings) -> None:

@@ -66,6 +66,12 @@ class KeyHasher:
         self._keys[(tenant, raw_key)] = stored
         return stored
 
+    def word(self, tenant: str, folded: str) -> str:
+        """The stored form of a case-folded word or entry of a name book: like
+        :meth:`key`, without the key cache (a book asks about every word of every
+        text, which would push the session's identifiers out of it)."""
+        return folded if self._clear else self._digest(tenant, folded)
+
     def type(self, tenant: str, raw_type: str) -> str:
         """The stored form of a referent type: lower-cased, hashed only if configured."""
         cached = self._types.get((tenant, raw_type))

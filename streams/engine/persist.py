@@ -125,6 +125,11 @@ def _header(session: SessionState) -> bytes:
             "freeze_streak": session.freeze_streak,
             "remembered": session.remembered,
             "known_types": sorted(session.known_types),
+            "names": [
+                [entry, None] if value is None else [entry, list(value)]
+                for entry, value in session.names.entries.items()
+            ],
+            "name_firsts": sorted(session.names.firsts),
             "drift_window": None
             if window is None
             else [window.rewrite_id, window.mean_before, window.tokens_before, window.clean],
@@ -273,6 +278,11 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     session.freeze_streak = data["freeze_streak"]
     session.remembered = data["remembered"]
     session.known_types = set(data["known_types"])
+    session.names.entries = {
+        entry: None if value is None else (value[0], value[1], value[2])
+        for entry, value in data.get("names", ())
+    }
+    session.names.firsts = set(data.get("name_firsts", ()))
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]

@@ -34,10 +34,26 @@ Design, and why:
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
+
+from streams.engine.names import (
+    FoundName,
+    NameBook,
+    NameScan,
+    distinctive_part,
+    match_book,
+    name_key,
+    new_names,
+    scan_names,
+    value_words,
+    word_set,
+)
+from streams.engine.typed_values import TypedValues, find_typed
+from streams.engine.words import is_ordinary
 
 __all__ = [
     "DETERMINERS",
@@ -53,7 +69,6 @@ __all__ = [
     "Scan",
     "extract",
     "find_anaphors",
-    "find_referents",
     "scan_text",
 ]
 
@@ -91,14 +106,32 @@ class Anaphor:
 
 
 @dataclass(frozen=True, slots=True)
+class Name:
+    """A name a span introduces or repeats (``Warkworth House``, ``the Acorn``).
+
+    ``key`` is the name's words case-folded and joined by one space, without a
+    leading determiner; for a repeat of a book entry it is the full name's key
+    (``the Acorn`` -> ``acorn guest house``). ``type`` is its head noun, else
+    ``name``. ``text[start:start + len(surface)] == surface``.
+    """
+
+    key: str
+    type: str
+    surface: str
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
 class Extraction:
     """Everything :func:`extract` found, each tuple in text order (ascending ``start``).
 
-    A key may occur several times in ``identifiers``: every occurrence is kept.
+    A key may occur several times in ``identifiers`` or ``names``: every
+    occurrence is kept.
     """
 
     identifiers: tuple[Identifier, ...]
     anaphors: tuple[Anaphor, ...]
+    names: tuple[Name, ...] = ()
 
 
 # A noun that typed an identifier: (lower-cased word, its start offset), or None.
@@ -256,6 +289,44 @@ _DATETIME = (
     r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?(?!\w)"
 )
 
+NEVER_ANAPHOR_TYPES: frozenset[str] = frozenset({"id", "name"})
+"""Pattern classes that no phrase refers to: ``the train ID`` or ``the name`` could
+be any code or any name, so they bind nothing."""
+
+VALUE_TYPES: frozenset[str] = word_set(
+    "phone reference number code postcode address email ref confirmation"
+)
+"""Types of values people ask for: in a question (``what is the phone number?``)
+a phrase naming one asks for a new value instead of referring to an old one."""
+
+# The object of a value request: "what is", "which is", "send (me)", "give (me)",
+# "tell", "get", "have", "need", "know" right before the determiner.
+_REQUEST_BEFORE = re.compile(
+    r"(?<![\w'])(?i:what[ \t]*+(?:is|was|'s|\u2019s)|which[ \t]++is|send|give|tell|get|have|need|know)"
+    r"(?:[ \t]++(?i:me|us))?[ \t]++\Z"
+)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+AMOUNT_WORDS: frozenset[str] = word_set(
+    "price prices cost costs total fare fares fee fees amount amounts balance sum charge",
+    "charges payment payments rent salary budget deposit refund paid pay worth value",
+    "subtotal tax tip",
+)
+"""Nouns that make the number after them an amount, not an identifier (``price 1268``)."""
+
+CURRENCY_SIGNS = "$£€¥₹₩₽"
+CURRENCY_WORDS: frozenset[str] = word_set(
+    "dollar dollars usd eur euro euros gbp pound pounds quid bucks yen cad aud chf inr rupees"
+)
+"""Words after a number that make it an amount (``transfer 1600 dollars``)."""
+
+_COMPOUND = re.compile(r"\d{1,4}+-([^\W\d_]{2,20}+)")
+_HAS_LOWER = re.compile(r"[a-z]")
+_UPPER_CODE = re.compile(r"(?<![\w\-])[A-Z]{5,32}+(?![\w\-])")
+_UPPER_WORD_BEFORE = re.compile(r"(?<![\w\-])[A-Z]{2,}+[^\w\n]{1,3}+\Z")
+_UPPER_WORD_AFTER = re.compile(r"[^\w\n]{1,3}+[A-Z]{2,}+(?![\w\-])")
+_WORD_AFTER = re.compile(r"[ \t]{0,2}+([A-Za-z]{1,16}+)")
+
 # --- what is one --------------------------------------------------------------
 _EMAIL = re.compile(r"[\w.+\-]++@(?:[\w\-]++\.)++" + _LETTER + r"{2,}+")
 _UUID = re.compile(
@@ -313,26 +384,45 @@ _PHRASE = re.compile(
 )
 
 
-def extract(text: str, known_types: Container[str] = frozenset()) -> Extraction:
-    """Extract the identifiers and anaphors of one span's text.
+def extract(
+    text: str, known_types: Container[str] = frozenset(), book: NameBook | None = None
+) -> Extraction:
+    """Extract the identifiers, names and anaphors of one span's text.
 
     ``known_types`` are the entity types already introduced in the session by
-    OTHER spans (as produced in ``Identifier.type``). An anaphor is a
-    determiner (:data:`DETERMINERS`) followed within three words by one of
-    them, or by its simple plural or singular; it is dropped when the type
-    word directly introduces an identifier (``the account 8841-C``) or when
-    this same text introduced that type earlier (the reference resolves
-    inside the span). ``known_types`` only needs ``in``, which is asked once
-    per distinct word and form; a falsy container skips the anaphor pass.
+    OTHER spans (as produced in ``Identifier.type`` and ``Name.type``). An
+    anaphor is a determiner (:data:`DETERMINERS`) followed within three words
+    by one of them, or by its simple plural or singular; the classes ``id``
+    and ``name`` never are. It is dropped when the type word directly
+    introduces an identifier (``the account 8841-C``), when this same text
+    introduced that type earlier (the reference resolves inside the span), and
+    when it asks for a new value (``send me the reference number``, ``what is
+    the phone number?``). ``known_types`` only needs ``in``, which is asked
+    once per distinct word and form; a falsy container skips the anaphor pass.
+
+    ``book`` is the session's name book: names this text repeats are listed
+    (under the full name's key), and this text's own names are added to it
+    afterwards, so call ``extract`` once per text, in the session's order.
 
     Guarantees: deterministic; total (never raises on any ``str``); linear
     time in ``len(text)``; results in text order; offsets exact (see
     :class:`Identifier`).
     """
-    identifiers, anaphors = find_referents(text, known_types)
+    scan = scan_text(text)
+    anaphors = find_anaphors(scan.phrases, known_types) if known_types else []
+    own = scan.names.names
+    names = [Name(found.key, found.type, found.surface, found.start) for found in own]
+    if book is not None:
+        repeats = match_book(scan.names, book.get, book.starts)
+        own = new_names(own, repeats)
+        names = [Name(found.key, found.type, found.surface, found.start) for found in own]
+        names.extend(Name(key, type_, text[start:end], start) for key, type_, start, end in repeats)
+        names.sort(key=lambda name: name.start)
+        book.learn(own)
     return Extraction(
-        tuple(Identifier(*found) for found in identifiers),
+        tuple(Identifier(*found) for found in scan.identifiers),
         tuple(Anaphor(*found) for found in anaphors),
+        tuple(names),
     )
 
 
@@ -341,57 +431,115 @@ FoundIdentifier = tuple[str, str, str, int]
 FoundAnaphor = tuple[str, str, int]
 """An :class:`Anaphor`'s fields as a plain tuple: (type, surface, start)."""
 
-
-def find_referents(
-    text: str, known_types: Container[str] = frozenset()
-) -> tuple[list[FoundIdentifier], list[FoundAnaphor]]:
-    """What :func:`extract` finds, as plain tuples of its objects' fields, in the same
-    order: the engine's hot path, which keeps only keys and types, builds no object
-    per finding."""
-    scanner = _Scanner(text)
-    scanner.scan()
-    if not known_types:
-        return scanner.identifiers, []
-    return scanner.identifiers, find_anaphors(_phrases(text, scanner), known_types)
-
-
 PhraseWord = tuple[str, int, str, bool]
 """A word a determiner may name: (word, its start, the anaphor's surface up to it,
 whether it typed an identifier of the same text)."""
-Phrase = tuple[int, tuple[str, ...], tuple[PhraseWord, ...]]
+Phrase = tuple[int, tuple[str, ...], tuple[PhraseWord, ...], bool, bool]
 """A determiner phrase outside URLs and code: (start, the types the text introduced
-before it, its words in order)."""
+before it, its words in order, whether it is the object of a value request (``send
+me the``), whether its sentence ends with ``?``)."""
 
 
 class Scan(NamedTuple):
-    """Everything extraction reads from one text, before ``known_types`` is asked:
-    the identifiers and the determiner phrases. A pure function of the text, so a
-    caller may keep it per text (the engine does, keyed by the text's sha256) and
-    find the anaphors for any ``known_types`` with :func:`find_anaphors`.
+    """Everything extraction reads from one text, before ``known_types`` and the
+    name book are asked: the identifiers, the determiner phrases and the names. A
+    pure function of the text, so a caller may keep it per text (the engine does,
+    keyed by the text's sha256) and find the anaphors for any ``known_types`` with
+    :func:`find_anaphors`, and the book's names with
+    :func:`streams.engine.names.match_book`.
 
     Tuples of strings and numbers only: the garbage collector stops tracking them
     after its first look, so a cache of scans costs no collection time."""
 
     identifiers: tuple[FoundIdentifier, ...]
     phrases: tuple[Phrase, ...]
+    names: NameScan
 
 
 def scan_text(text: str) -> Scan:
-    """Identifiers and determiner phrases of one text (see :class:`Scan`);
-    ``find_anaphors(scan.phrases, known)`` then gives what :func:`find_referents`
-    gives for ``known``."""
-    scanner = _Scanner(text)
+    """Identifiers, determiner phrases and names of one text (see :class:`Scan`)."""
+    typed = find_typed(text)
+    scanner = _Scanner(text, typed)
     scanner.scan()
-    return Scan(tuple(scanner.identifiers), _phrases(text, scanner))
+    scanner.add_typed(typed)
+    scanner.upper_codes()
+    scanner.identifiers.sort(key=lambda found: found[3])
+    names = _names(text, scanner, typed)
+    scanner.type_sources.update(name.type_at for name in names.names if name.type_at >= 0)
+    return Scan(tuple(scanner.identifiers), _phrases(text, scanner), names)
+
+
+def _names(text: str, scanner: _Scanner, typed: TypedValues) -> NameScan:
+    """The text's names, without those inside identifiers, URLs and code, plus the
+    names under JSON name fields."""
+    found = scan_names(text)
+    taken = _merged(
+        [(start, start + len(surface)) for _, _, surface, start in scanner.identifiers]
+        + scanner.opaque
+    )
+    taken = _merged(taken + list(typed.claimed))
+    kept = [
+        name
+        for name in found.names
+        if not _overlaps(taken, name.start, name.start + len(name.surface))
+    ]
+    dropped = len(kept) < len(found.names)
+    for value in typed.fields:
+        if value.is_name:
+            words = value_words(value.surface)
+            if words:
+                kept.append(
+                    FoundName(
+                        name_key(words),
+                        value.type,
+                        value.surface,
+                        value.start,
+                        distinctive_part(words),
+                    )
+                )
+    if not dropped and len(kept) == len(found.names):
+        return found
+    kept.sort(key=lambda name: name.start)
+    return found._replace(names=tuple(kept))
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, end)`` ranges sorted and merged where they overlap (disjoint)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _overlaps(disjoint: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` overlaps one of the ``disjoint`` sorted ranges: only
+    the last one starting before ``end`` can."""
+    at = bisect_right(disjoint, (end,)) - 1
+    return at >= 0 and disjoint[at][1] > start
 
 
 class _Scanner:
     """One forward pass over a text, collecting identifiers (per-call state)."""
 
-    __slots__ = ("floor", "identifiers", "opaque", "reversed_text", "text", "type_sources")
+    __slots__ = (
+        "claimed",
+        "floor",
+        "floors",
+        "identifiers",
+        "opaque",
+        "reversed_text",
+        "text",
+        "type_sources",
+    )
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, typed: TypedValues) -> None:
         self.text = text
+        # Phones and JSON values found first: the word scan leaves them alone.
+        self.claimed = typed.claimed
         # Look-backs run forwards on the reversed text: regexes only match forwards.
         self.reversed_text = text[::-1]
         self.identifiers: list[FoundIdentifier] = []
@@ -403,6 +551,7 @@ class _Scanner:
         # End of the latest non-atom candidate (URL, code, stamp...): no noun is
         # read from below it, e.g. from a URL's query string.
         self.floor = 0
+        self.floors: list[int] = []  # every value the floor took, in order
 
     def scan(self) -> None:
         """Find every candidate in text order and classify it."""
@@ -410,6 +559,8 @@ class _Scanner:
         reversed_text = self.reversed_text
         size = len(text)
         search, candidate_at, run_at = _TRIGGER.search, _CANDIDATE.match, _RUN.match
+        claimed = self.claimed
+        next_claimed = 0
         pos = 0  # everything before it is classified
         while (trigger := search(text, pos)) is not None:
             at = trigger.start()
@@ -420,6 +571,11 @@ class _Scanner:
                 run = run_at(reversed_text, size - at)
                 assert run is not None  # an empty run matches too
                 start = size - run.end()
+            while next_claimed < len(claimed) and claimed[next_claimed][1] <= start:
+                next_claimed += 1
+            if next_claimed < len(claimed) and claimed[next_claimed][0] <= start:
+                pos = max(claimed[next_claimed][1], at + 1)
+                continue
             match = candidate_at(text, start) if start >= pos else None
             if match is None:
                 # Candidates only start where an atom starts, so the rest of this
@@ -459,6 +615,54 @@ class _Scanner:
             if len(surface) <= _MAX_LONG and _ALNUM.search(surface, 3):
                 self.add(surface, start, "path", self.noun_before(start))
         self.floor = match.end()
+        self.floors.append(self.floor)
+
+    def add_typed(self, typed: TypedValues) -> None:
+        """Add the phones (typed by the noun before them, else ``phone``) and the
+        identifying JSON values that are not names."""
+        for digits, surface, start in typed.phones:
+            self.floor_at(start)
+            typed_by = self.noun_before(start)
+            self.identifiers.append(
+                (digits, "phone" if typed_by is None else typed_by[0], surface, start)
+            )
+            if typed_by is not None:
+                self.type_sources.add(typed_by[1])
+        for value in typed.fields:
+            if not value.is_name:
+                self.identifiers.append((value.key, value.type, value.surface, value.start))
+
+    def upper_codes(self) -> None:
+        """Upper-case codes of 5+ letters (``EZNVJAPG``) that are not ordinary words,
+        in a text with lower-case letters, not beside another upper-case word."""
+        text = self.text
+        if not _HAS_LOWER.search(text):
+            return
+        taken: list[tuple[int, int]] | None = None
+        for match in _UPPER_CODE.finditer(text):
+            code = match.group()
+            start = match.start()
+            if is_ordinary(code):
+                continue
+            before = _UPPER_WORD_BEFORE.search(text, max(0, start - 8), start)
+            after = _UPPER_WORD_AFTER.match(text, match.end())
+            if before is not None or after is not None:
+                continue  # shouting
+            if taken is None:
+                taken = _merged(
+                    [(a, a + len(surface)) for _, _, surface, a in self.identifiers]
+                    + self.opaque
+                    + list(self.claimed)
+                )
+            if _overlaps(taken, start, match.end()):
+                continue
+            self.floor_at(start)
+            self.add(code, start, "id", self.noun_before(start))
+
+    def floor_at(self, pos: int) -> None:
+        """Set the floor as the forward scan had it at ``pos`` (for values added after it)."""
+        at = bisect_right(self.floors, pos) - 1
+        self.floor = self.floors[at] if at >= 0 else 0
 
     def atom(self, atom: str, start: int) -> None:
         """Turn one atom that holds a trigger into identifiers (e-mail, path, uuid, codes)."""
@@ -508,18 +712,33 @@ class _Scanner:
         if len(surface) > _MAX_SHORT:
             return
         if surface.isdecimal():
-            # A bare number is a count unless a noun names it ("order 55012").
+            # A bare number is a count unless a noun names it ("order 55012"), and an
+            # amount when money is named around it ("price 1268", "$1600", "1600 dollars").
             if len(surface) >= 4 and may_type:
                 typed = self.noun_before(atom_start)
-                if typed is not None:
+                if (
+                    typed is not None
+                    and typed[0] not in AMOUNT_WORDS
+                    and not self.is_money(atom_start, offset + len(surface))
+                ):
                     self.add(surface, offset, "id", typed)
         elif (
             len(surface) >= 3
             and _HAS_DIGIT.search(surface)
             and _HAS_LETTER.search(surface)
             and not _NOT_IDENTIFIER.fullmatch(surface)
+            and not _is_compound(surface)
         ):
             self.add(surface, offset, "id", self.noun_before(atom_start) if may_type else None)
+
+    def is_money(self, start: int, end: int) -> bool:
+        """A currency sign just before, or a currency word just after, the number."""
+        text = self.text
+        before = text[max(0, start - 2) : start].rstrip()
+        if before and before[-1] in CURRENCY_SIGNS:
+            return True
+        after = _WORD_AFTER.match(text, end)
+        return after is not None and after.group(1).lower() in CURRENCY_WORDS
 
     def add(self, surface: str, start: int, fallback: str, typed: _Typed) -> None:
         """Record an identifier, typed by its noun when there is one."""
@@ -554,6 +773,13 @@ class _Scanner:
                 return None
             return lowered, size - found.end(2)
         return None
+
+
+def _is_compound(surface: str) -> bool:
+    """A number-word compound (``4-star``, ``24-hour``, ``3-night``): a rating or a
+    duration, not an identifier."""
+    match = _COMPOUND.fullmatch(surface)
+    return match is not None and is_ordinary(match.group(1))
 
 
 def _is_path(token: str) -> bool:
@@ -629,6 +855,9 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
     introduced_now: tuple[str, ...] = ()
     next_identifier = 0
     next_opaque = 0
+    # Where each sentence ends, to tell a question ("what is the phone number?").
+    ends = [m.start() for m in _SENTENCE_END.finditer(text)]
+    next_end = 0
     for phrase in _PHRASE.finditer(text):
         start = phrase.start()
         while next_opaque < len(opaque) and opaque[next_opaque][1] <= start:
@@ -650,7 +879,11 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
             word_start = phrase.start(group)
             surface = text[start : phrase.end(group)]
             words.append((word, word_start, surface, word_start in type_sources))
-        phrases.append((start, introduced_now, tuple(words)))
+        request = _REQUEST_BEFORE.search(text, max(0, start - 24), start) is not None
+        while next_end < len(ends) and ends[next_end] < start:
+            next_end += 1
+        question = next_end < len(ends) and text[ends[next_end]] == "?"
+        phrases.append((start, introduced_now, tuple(words), request, question))
     return tuple(phrases)
 
 
@@ -664,14 +897,16 @@ def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> lis
     # "the same old account" has two determiners but one referent: a type word
     # examined by one determiner is not examined again by a later one.
     claimed = -1
-    for start, introduced, words in phrases:
+    for start, introduced, words, request, question in phrases:
+        if request:
+            continue  # "send me the reference number" asks for a new value
         for word, word_start, surface, typed_an_identifier in words:
             lookup = lookups.get(word)
             if lookup is None:
                 forms = _type_forms(word.lower())
                 spelling: str | None = None
                 for form in forms:
-                    if form in known_types:
+                    if form not in NEVER_ANAPHOR_TYPES and form in known_types:
                         spelling = form
                         break
                 lookup = lookups[word] = (spelling, forms)
@@ -679,7 +914,11 @@ def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> lis
             if known is not None:
                 if word_start != claimed:
                     claimed = word_start
-                    if not typed_an_identifier and not any(f in introduced for f in forms):
+                    if (
+                        not typed_an_identifier
+                        and not any(f in introduced for f in forms)
+                        and not (question and known in VALUE_TYPES)
+                    ):
                         anaphors.append((known, surface, start))
                 break
     return anaphors

@@ -176,10 +176,11 @@ def _new_holdings(
 ) -> dict[str, Holdings]:
     tenant = session.tenant
     known = session.known_types
+    book = session.names
 
     def explicit(entry: SnapshotEntry) -> Holdings:
         return builder.build(
-            tenant, known, None, entry.content_hash, entry.introduces, entry.mentions
+            tenant, known, book, None, entry.content_hash, entry.introduces, entry.mentions
         )
 
     def kept(entry: SnapshotEntry, span: SpanState) -> Holdings:
@@ -194,14 +195,26 @@ def _new_holdings(
     for entry, span in diff.modified:
         if entry.text is not None:
             result[span.span_id] = builder.build(
-                tenant, known, entry.text, entry.content_hash, entry.introduces, entry.mentions
+                tenant,
+                known,
+                book,
+                entry.text,
+                entry.content_hash,
+                entry.introduces,
+                entry.mentions,
             )
         elif entry.introduces is not None or entry.mentions is not None:
             result[span.span_id] = kept(entry, span)
     for entry in diff.created:
         if entry.text is not None:
             result[entry.span_id] = builder.build(
-                tenant, known, entry.text, entry.content_hash, entry.introduces, entry.mentions
+                tenant,
+                known,
+                book,
+                entry.text,
+                entry.content_hash,
+                entry.introduces,
+                entry.mentions,
             )
             continue
         inherited = explicit(entry)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
+from streams.engine.names import NameBook
 from streams.engine.referent_index import Mention, OrderKey, ReferentIndex
 
 
@@ -126,6 +127,8 @@ class SessionState:
     spans: dict[str, SpanState] = field(default_factory=dict)
     gone: dict[str, GoneSpan] = field(default_factory=dict)
     known_types: set[str] = field(default_factory=set)
+    names: NameBook = field(default_factory=NameBook)
+    """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     recent_ids: deque[str] = field(default_factory=deque)
     recent_set: set[str] = field(default_factory=set)
     remembered: int = 0

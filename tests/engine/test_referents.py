@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from schemas import text_sha256
 from streams.engine import referents
+from streams.engine.names import NameBook
 from streams.engine.config import EngineSettings
 from streams.engine.holdings import HoldingsBuilder
 from streams.engine.referents import (
@@ -520,7 +521,7 @@ class _CountingPattern:
 
     def search(self, text: str, pos: int = 0, *rest: int) -> re.Match[str] | None:
         found = self._pattern.search(text, pos, *rest)
-        self._count((found.end() if found else len(text)) - pos)
+        self._count((found.end() if found else rest[0] if rest else len(text)) - pos)
         return found
 
     def match(self, text: str, pos: int = 0, *rest: int) -> re.Match[str] | None:
@@ -578,8 +579,9 @@ def test_work_on_prose_is_linear_and_small(monkeypatch: pytest.MonkeyPatch) -> N
     small = _work(_prose(25_000), monkeypatch)
     large = _work(_prose(100_000), monkeypatch)
     assert large["calls"] <= 4.2 * small["calls"] and large["chars"] <= 4.2 * small["chars"]
-    # Plain words never reach Python: the calls span each character about once or twice.
-    assert large["chars"] < 3 * 100_000
+    # Plain words never reach Python: each text-wide pass (the trigger scan, determiner
+    # phrases, sentence ends, upper-case codes) spans each character about once.
+    assert large["chars"] < 6 * 100_000
 
 
 def test_the_counter_sees_a_quadratic_rescan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -719,8 +721,9 @@ def test_one_scan_serves_every_known_types(
     # known types of a later moment: the same findings as extracting afresh.
     scan = referents.scan_text(text)
     for types in (known, other, frozenset()):
-        identifiers, found = referents.find_referents(text, types)
-        assert list(scan.identifiers) == identifiers
+        fresh = extract(text, types)
+        found = [(a.type, a.surface, a.start) for a in fresh.anaphors]
+        assert [Identifier(*i) for i in scan.identifiers] == list(fresh.identifiers)
         assert (referents.find_anaphors(scan.phrases, types) if types else []) == found
 
 
@@ -730,9 +733,9 @@ def test_a_cached_scan_builds_the_same_holdings() -> None:
     text = "account 8841-C is flagged; that ticket INC-4001 and those orders"
     digest = text_sha256(text)
     known: set[str] = set()
-    first = cached.build("t", known, text, digest, None, None)
+    first = cached.build("t", known, NameBook(), text, digest, None, None)
     known.update({"ticket", "orders"})
-    assert cached.build("t", known, text, digest, None, None) == fresh.build(
-        "t", known, text, digest, None, None
+    assert cached.build("t", known, NameBook(), text, digest, None, None) == fresh.build(
+        "t", known, NameBook(), text, digest, None, None
     )
-    assert first != fresh.build("t", known, text, digest, None, None)  # anaphors differ
+    assert first != fresh.build("t", known, NameBook(), text, digest, None, None)  # anaphors

@@ -1,0 +1,604 @@
+"""Names: the proper names of things a conversation refers to (contract 1.2, "Referents").
+
+People refer to venues, people, products and projects by name ("I'd suggest
+Warkworth House", later "what's the phone number of warkworth house?"), often
+in lower case and often shortened ("the Acorn"). This module finds the names
+of one text (:func:`scan_names`) and the earlier names a text repeats
+(:func:`match_book`), against the session's **name book**: every name seen so
+far, under its key and under its *distinctive part*.
+
+Rules (each list below is documented with examples in ``docs/contract.md``):
+
+* **Cased runs**, where the text is cased (it has lower-case words and is not
+  in title case): a run of capitalised words, which ``of``, ``de``, ``&``,
+  ``-`` and ``'s`` may join, plus a lower-case head noun right after it
+  (``Acorn guest house``). Not a name: a single word capitalised only because
+  it starts a sentence, a run of days, months or greetings only, a single
+  ordinary word (``Indian``), a label (``**Outgoing Flight**:``), a markdown
+  heading.
+* **Distinctive words**, in any case: a run of words that are not ordinary
+  vocabulary, ending in a head noun or followed by one within two ordinary
+  words (``warkworth house``, ``the hamilton lodge``), or holding a word of
+  4+ letters (``allenbell``); and the words after ``called``, ``named``,
+  ``name is``.
+* **Places used as locations** are not names: a run ending in a location word
+  (``Regent Street``), or one without a head noun right after ``in``,
+  ``from``, ``to``... or a house number (``a train to Cambridge``).
+
+A name's key is its letter and digit words, case-folded, joined by one space,
+without a leading determiner (``Christ's College`` -> ``christ s college``);
+its type is its head noun, or a head noun just before it (``the restaurant
+Pizza Hut``), else ``name``.
+
+Pure and total: standard library only (plus the checked-in vocabulary), no
+state beyond compiled patterns; any ``str`` is accepted and nothing raises.
+Linear in the text: every run and look-ahead is bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from streams.engine.words import is_ordinary
+
+__all__ = [
+    "CALLING_WORDS",
+    "GREETINGS",
+    "HEAD_NOUNS",
+    "LOCATION_PREPOSITIONS",
+    "LOCATION_WORDS",
+    "NAME_JOINERS",
+    "NameBook",
+    "BookLookup",
+    "FoundName",
+    "NameScan",
+    "Word",
+    "book_entries",
+    "match_book",
+    "name_key",
+    "scan_names",
+    "word_set",
+]
+
+
+def word_set(*chunks: str) -> frozenset[str]:
+    """The words of ``chunks``, split at white space (word lists written as prose)."""
+    return frozenset(" ".join(chunks).split())
+
+
+HEAD_NOUNS: frozenset[str] = word_set(
+    # Lodging and food: the venues of booking dialogues.
+    "house guesthouse lodge hotel motel inn hostel resort suites apartments b&b "
+    "restaurant cafe café bar pub grill bistro brasserie diner kitchen tavern "
+    "pizzeria steakhouse bakery eatery cantina trattoria taqueria deli canteen "
+    "lounge brewery winery club "
+    # Attractions and institutions.
+    "college university school academy institute museum gallery theatre theater "
+    "cinema church chapel cathedral abbey temple mosque synagogue park gardens "
+    "garden zoo aquarium stadium arena hall library hospital clinic pharmacy "
+    "salon spa studio boutique shop store market mall tower castle palace manor "
+    "cottage farm pool gym "
+    # Organisations, events and works.
+    "company bank airlines airways festival concert tour show band orchestra"
+)
+"""Nouns that end a name and give it its type (``Warkworth House`` -> ``house``)."""
+
+LOCATION_WORDS: frozenset[str] = word_set(
+    "street st road rd station airport centre center city town area avenue ave "
+    "lane boulevard blvd drive square place terrace way county district village"
+)
+"""A run ending in one of these is a place used as a location, not a name
+(``Regent Street``, ``Cambridge station``); a name followed by one is not
+repeated there (``Magdalene Street`` does not mention Magdalene College)."""
+
+LOCATION_PREPOSITIONS: frozenset[str] = word_set(
+    "in from to near via leaving arriving at into towards around"
+)
+"""Before a run without a head noun, these make it a place (``a train to Cambridge``)."""
+
+NAME_JOINERS: frozenset[str] = frozenset({"of", "de", "du", "la", "le", "del", "von", "van"})
+"""Lower-case words that join two capitalised words into one name (``Bank of America``)."""
+
+CALLING_WORDS: frozenset[str] = frozenset({"called", "named"})
+"""The words after these (or after ``name is``) are a name, whatever their case."""
+
+DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "said", "same"})
+
+GREETINGS: frozenset[str] = word_set(
+    "hi hello hey dear thanks thank goodbye bye ok okay yes no please sorry great "
+    "good morning afternoon evening night cheers welcome sure alright perfect "
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow "
+    "january february march april may june july august september october november "
+    "december mon tue tues wed thu thur thurs fri sat sun jan feb mar apr jun jul "
+    "aug sep sept oct nov dec i"
+)
+"""Words that are capitalised without naming anything: greetings, days and months,
+``I``. A run of these alone is not a name."""
+
+_STOP = word_set(
+    "a an the this that these those said same and or but nor for yet not any all "
+    "each every some such only own very just also too than then there here where "
+    "when which while who whom whose what why how is are was were be been being "
+    "have has had do does did will would shall should can could may might must it "
+    "its it's i me my we us our you your he him his she her they them their there "
+    "in on at to of by with from into onto about as if so no yes ok okay please "
+    "near via leaving arriving around towards toward for one two three four five "
+    "six seven eight nine ten"
+)
+"""Function words: never part of a distinctive run, never a head modifier."""
+
+# A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
+_WORD = re.compile(r"[^\W_]{1,64}+")
+_SENTENCE_END = re.compile(r"[.!?:;\n]")
+_JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
+_LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
+_HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
+
+
+class Word(NamedTuple):
+    """One word of a text, with what the name rules read around it."""
+
+    folded: str
+    """The word, case-folded."""
+    start: int
+    end: int
+    capital: bool
+    """Starts with an upper-case letter."""
+    sentence_start: bool
+    """First word of the text or of a sentence (after ``.!?:;`` or a line break)."""
+    joined: bool
+    """The gap before it is a space, ``-``, ``&`` or an apostrophe: it may continue
+    the name before it."""
+
+
+class FoundName(NamedTuple):
+    """A name found in a text: ``key``, ``type``, ``surface`` at ``start``, its
+    distinctive part (``""`` when it has none), and where the head noun that
+    typed it starts (-1 without one): a determiner phrase ending there
+    (``the Acorn Guest House``) introduces the name instead of referring."""
+
+    key: str
+    type: str
+    surface: str
+    start: int
+    part: str
+    type_at: int = -1
+
+
+class NameScan(NamedTuple):
+    """The names of one text and what :func:`match_book` reads of it. A pure function
+    of the text (cacheable like :class:`streams.engine.referents.Scan`)."""
+
+    names: tuple[FoundName, ...]
+    words: tuple[Word, ...]
+    cased: bool
+
+
+BookLookup = Callable[[str], "tuple[str, str] | None"]
+"""The session's name book as :func:`match_book` asks it: a case-folded, space-joined
+sequence of words -> ``(key, type)`` of the name it stands for, or None."""
+
+
+def name_key(words: list[str] | tuple[str, ...]) -> str:
+    """A name's key from its case-folded words: joined by one space, without a leading
+    determiner."""
+    if len(words) > 1 and words[0] in DETERMINERS:
+        words = words[1:]
+    return " ".join(words)
+
+
+def _words(text: str) -> list[Word]:
+    words: list[Word] = []
+    previous_end = 0
+    for match in _WORD.finditer(text):
+        start = match.start()
+        gap = text[previous_end:start]
+        word = match.group()
+        words.append(
+            Word(
+                word.casefold(),
+                start,
+                match.end(),
+                word[0].isupper(),
+                not words or _SENTENCE_END.search(gap) is not None,
+                bool(words) and _JOIN_GAP.fullmatch(gap) is not None,
+            )
+        )
+        previous_end = match.end()
+    return words
+
+
+def _is_cased(words: list[Word]) -> bool:
+    """A text is cased when it has lower-case words and is not in title case."""
+    long_words = [w for w in words if len(w.folded) >= 4 and w.folded.isalpha()]
+    if not long_words:
+        return any(not w.capital and w.folded.isalpha() for w in words)
+    capitals = sum(1 for w in long_words if w.capital)
+    return capitals < len(long_words) and capitals * 2 <= len(long_words)
+
+
+def _distinctive(word: Word) -> bool:
+    folded = word.folded
+    return (
+        folded.isalpha()
+        and len(folded) >= 3
+        and folded not in _STOP
+        and folded not in GREETINGS
+        and not is_ordinary(folded)
+    )
+
+
+def _head(folded: str) -> bool:
+    return folded in HEAD_NOUNS
+
+
+class _Finder:
+    """One text's name candidates as word ranges, before overlaps are resolved."""
+
+    __slots__ = ("candidates", "cased", "text", "words")
+
+    def __init__(self, text: str, words: list[Word], cased: bool) -> None:
+        self.text = text
+        self.words = words
+        self.cased = cased
+        # (first, last, type): word range [first, last) of a name.
+        self.candidates: list[tuple[int, int, str | None]] = []
+
+    def run_cased(self) -> None:
+        words = self.words
+        size = len(words)
+        i = 0
+        while i < size:
+            if not words[i].capital or not words[i].folded[0].isalpha():
+                i += 1
+                continue
+            first = i
+            last = i + 1
+            while last < size:
+                word = words[last]
+                if word.joined and word.capital:
+                    last += 1
+                elif (
+                    word.folded in NAME_JOINERS
+                    and word.joined
+                    and last + 1 < size
+                    and words[last + 1].capital
+                    and words[last + 1].joined
+                ):
+                    last += 2
+                elif word.folded == "s" and self.text[word.start - 1] in "'\u2019":
+                    last += 1  # "Christ's"
+                else:
+                    break
+            end = last
+            # A lower-case head noun right after the run joins it ("Acorn guest house").
+            if end < size and words[end].joined and not words[end].capital:
+                if _head(words[end].folded):
+                    end += 1
+                elif (
+                    end + 1 < size
+                    and words[end + 1].joined
+                    and not words[end + 1].capital
+                    and _head(words[end + 1].folded)
+                    and words[end].folded not in _STOP
+                ):
+                    end += 2
+            self._cased_candidate(first, end)
+            i = last
+
+    def _cased_candidate(self, first: int, end: int) -> None:
+        words = self.words
+        # A leading determiner, or a sentence's first ordinary word, is not part of it.
+        while first < end and (
+            words[first].folded in DETERMINERS
+            or (
+                words[first].sentence_start
+                and end - first > 1
+                and (is_ordinary(words[first].folded) or words[first].folded in _STOP)
+            )
+        ):
+            first += 1
+            if first < end and not words[first].capital:
+                return
+        if first >= end:
+            return
+        span = words[first:end]
+        if all(w.folded in GREETINGS or w.folded in _STOP for w in span):
+            return
+        if len(span) == 1:
+            only = span[0]
+            if only.sentence_start or len(only.folded) < 2:
+                return
+            surface = self.text[only.start : only.end]
+            if len(surface) <= 4 and surface.isupper():
+                return  # an acronym (KYC, API): a term, not the name of a thing
+            if is_ordinary(only.folded) or only.folded in _STOP:
+                return
+        if self._label(end):
+            return
+        self.candidates.append((first, end, None))
+
+    def _label(self, end: int) -> bool:
+        """A run followed by ``:`` (emphasis between), or on a markdown heading line."""
+        words = self.words
+        last_end = words[end - 1].end
+        if _LABEL_AFTER.match(self.text, last_end) is not None:
+            return True
+        line_start = self.text.rfind("\n", 0, words[end - 1].start) + 1
+        return self.text.startswith("#", line_start)
+
+    def run_distinctive(self) -> None:
+        words = self.words
+        size = len(words)
+        i = 0
+        while i < size:
+            if not _distinctive(words[i]):
+                i += 1
+                continue
+            first = i
+            last = i + 1
+            while last < size and words[last].joined and _distinctive(words[last]):
+                last += 1
+            end = last
+            # A head noun ending the run, or within two ordinary words after it.
+            for reach in range(3):
+                at = last + reach
+                if at >= size or not words[at].joined:
+                    break
+                folded = words[at].folded
+                if _head(folded):
+                    end = at + 1
+                    break
+                if folded in _STOP or not folded.isalpha():
+                    break
+            if end > last or any(len(w.folded) >= 4 for w in words[first:last]):
+                self.candidates.append((first, end, None))
+            i = last
+
+    def run_called(self) -> None:
+        words = self.words
+        size = len(words)
+        for i, word in enumerate(words):
+            after = -1
+            if word.folded in CALLING_WORDS:
+                after = i + 1
+            elif word.folded == "name" and i + 1 < size and words[i + 1].folded == "is":
+                after = i + 2
+            if after < 0 or after >= size or not words[after].joined:
+                continue
+            first = after
+            if words[first].folded in DETERMINERS:
+                first += 1
+            end = first
+            while (
+                end < size
+                and end - first < 5
+                and (end == first or words[end].joined)
+                and words[end].folded not in _STOP
+                and words[end].folded not in GREETINGS
+            ):
+                end += 1
+            if end > first:
+                self.candidates.append((after, end, "called"))
+
+    def places(self) -> None:
+        """Drop candidates that are places used as locations."""
+        words = self.words
+        kept: list[tuple[int, int, str | None]] = []
+        for first, end, origin in self.candidates:
+            last = words[end - 1].folded
+            has_head = _head(last)
+            if last in LOCATION_WORDS and origin is None:
+                continue
+            if not has_head and origin is None and first > 0:
+                before = words[first - 1]
+                if before.folded in DETERMINERS and first > 1:
+                    before = words[first - 2]
+                if before.folded in LOCATION_PREPOSITIONS or _HOUSE_NUMBER.fullmatch(before.folded):
+                    continue
+            kept.append((first, end, origin))
+        self.candidates = kept
+
+
+def _resolve(candidates: list[tuple[int, int, str | None]]) -> list[tuple[int, int]]:
+    """Non-overlapping ranges: the longest first, then the earliest."""
+    chosen: list[tuple[int, int]] = []
+    taken: set[int] = set()
+    for first, end, _ in sorted(candidates, key=lambda c: (c[0] - c[1], c[0])):
+        if any(i in taken for i in range(first, end)):
+            continue
+        chosen.append((first, end))
+        taken.update(range(first, end))
+    chosen.sort()
+    return chosen
+
+
+def _type_of(words: list[Word], first: int, end: int) -> tuple[str, int]:
+    last = words[end - 1]
+    if _head(last.folded):
+        return last.folded, last.start
+    if first > 0 and _head(words[first - 1].folded):
+        return words[first - 1].folded, words[first - 1].start  # "the restaurant Pizza Hut"
+    return "name", -1
+
+
+def distinctive_part(folded: list[str]) -> str:
+    """A name's distinctive part (``""`` when it has none): the name without its
+    trailing head noun and the ordinary words before it, when that still holds a
+    distinctive word or two or more words (``acorn guest house`` -> ``acorn``)."""
+    if len(folded) < 2 or not _head(folded[-1]):
+        return ""
+    part = folded[:-1]
+    while len(part) > 1 and is_ordinary(part[-1]) and any(not is_ordinary(w) for w in part[:-1]):
+        part = part[:-1]
+    if part and part[0] in DETERMINERS:
+        part = part[1:]
+    distinct = any(not is_ordinary(w) and w not in _STOP for w in part)
+    if not part or not (distinct or len(part) >= 2):
+        return ""
+    return " ".join(part)
+
+
+def scan_names(text: str) -> NameScan:
+    """The names of one text (see the module's rules), in text order."""
+    words = _words(text)
+    cased = _is_cased(words)
+    finder = _Finder(text, words, cased)
+    if cased:
+        finder.run_cased()
+    finder.run_distinctive()
+    finder.run_called()
+    finder.places()
+    names: list[FoundName] = []
+    for first, end in _resolve(finder.candidates):
+        folded = [w.folded for w in words[first:end]]
+        if folded[0] in DETERMINERS:
+            first += 1
+            folded = folded[1:]
+            if not folded:
+                continue
+        key = name_key(folded)
+        start = words[first].start
+        surface = text[start : words[end - 1].end]
+        type_, type_at = _type_of(words, first, end)
+        names.append(FoundName(key, type_, surface, start, distinctive_part(folded), type_at))
+    return NameScan(tuple(names), tuple(words), cased)
+
+
+def book_entries(names: tuple[FoundName, ...]) -> list[tuple[str, str, str, bool]]:
+    """What a text's names add to the name book: ``(entry, key, type, is_part)`` for
+    each name's key and distinctive part."""
+    entries: list[tuple[str, str, str, bool]] = []
+    for name in names:
+        entries.append((name.key, name.key, name.type, False))
+        if name.part:
+            entries.append((name.part, name.key, name.type, True))
+    return entries
+
+
+MAX_ENTRY_WORDS = 8
+"""Longest book entry, in words, that a later text is matched against."""
+
+
+def match_book(
+    scan: NameScan, lookup: BookLookup, first_words: Callable[[str], bool]
+) -> list[tuple[str, str, int, int]]:
+    """The book's names a text repeats, as ``(key, type, start, end)`` (offsets of the
+    repeat in the text), in text order.
+
+    A sequence of the text's words equal (case-folded) to a book entry mentions
+    its name, unless the next word is another name word (capitalised, in a cased
+    text: ``Cambridge Artworks``) or a location word (``Magdalene Street``).
+    ``first_words`` tells whether any entry starts with a word, so most words
+    cost one test. The longest entry at a place wins.
+    """
+    words = scan.words
+    size = len(words)
+    found: list[tuple[str, str, int, int]] = []
+    i = 0
+    while i < size:
+        if not first_words(words[i].folded):
+            i += 1
+            continue
+        hit: tuple[int, tuple[str, str]] | None = None
+        last = i + 1
+        while last <= size and last - i <= MAX_ENTRY_WORDS:
+            if last > i + 1 and not words[last - 1].joined:
+                break
+            entry = " ".join(w.folded for w in words[i:last])
+            value = lookup(entry)
+            if value is not None and not _blocked_after(scan, last):
+                hit = (last, value)
+            last += 1
+        if hit is None:
+            i += 1
+            continue
+        end, (key, type_) = hit
+        found.append((key, type_, words[i].start, words[end - 1].end))
+        i = end
+    return found
+
+
+def _blocked_after(scan: NameScan, end: int) -> bool:
+    words = scan.words
+    if end >= len(words) or not words[end].joined:
+        return False
+    following = words[end]
+    return (scan.cased and following.capital and not following.sentence_start) or (
+        following.folded in LOCATION_WORDS
+    )
+
+
+def value_words(value: str) -> list[str]:
+    """The case-folded letter and digit words of a value (a JSON name field)."""
+    return [match.group().casefold() for match in _WORD.finditer(value)][:MAX_ENTRY_WORDS]
+
+
+class NameBook:
+    """A session's name book: each name under its key and its distinctive part.
+
+    Entries are kept in a stored form: raw here (the SDK, the reference model),
+    keyed hashes in the engine, which passes its hashing function as ``stored``
+    to :meth:`learn` and hashes before it asks. A part shared by two names
+    stands for neither; a full key always wins over a part.
+    """
+
+    __slots__ = ("entries", "firsts")
+
+    def __init__(self) -> None:
+        # stored entry -> (key, type, is_part), or None for a part two names share.
+        self.entries: dict[str, tuple[str, str, bool] | None] = {}
+        self.firsts: set[str] = set()
+        """Stored first words of the entries."""
+
+    def add(self, entry: str, key: str, type_: str, is_part: bool) -> None:
+        """Keep ``entry`` for the name ``key`` (stored forms; see :func:`book_entries`)."""
+        entries = self.entries
+        if entry not in entries:
+            entries[entry] = (key, type_, is_part)
+            return
+        current = entries[entry]
+        if is_part:
+            if current is not None and current[2] and current[0] != key:
+                entries[entry] = None  # two names share this part: it stands for neither
+        elif current is None or current[2]:
+            entries[entry] = (key, type_, False)
+
+    def learn(
+        self,
+        names: tuple[FoundName, ...],
+        stored: Callable[[str], str] = str,
+        stored_type: Callable[[str], str] = str,
+    ) -> None:
+        """Add a text's names (raw, as :func:`scan_names` gives them) in stored form."""
+        for entry, key, type_, is_part in book_entries(names):
+            self.add(stored(entry), stored(key), stored_type(type_), is_part)
+            self.firsts.add(stored(entry.split(" ", 1)[0]))
+
+    def get(self, entry: str) -> tuple[str, str] | None:
+        """``(key, type)`` of the name a stored entry stands for, or None."""
+        found = self.entries.get(entry)
+        return None if found is None else (found[0], found[1])
+
+    def starts(self, word: str) -> bool:
+        """Whether an entry starts with this stored word."""
+        return word in self.firsts
+
+
+def new_names(
+    own: tuple[FoundName, ...], repeats: list[tuple[str, str, int, int]]
+) -> tuple[FoundName, ...]:
+    """A text's own names less those where it repeats a book entry: ``the Acorn``
+    after ``Acorn guest house`` mentions that name and introduces none."""
+    if not repeats or not own:
+        return own
+    return tuple(
+        name
+        for name in own
+        if not any(
+            start < name.start + len(name.surface) and name.start < end
+            for _, _, start, end in repeats
+        )
+    )

@@ -21,7 +21,9 @@ from bench.referents.report import (
     SGD_ROWS,
     agent_targets,
     class_table,
+    miss_text,
     pin_text,
+    sample_misses,
     sample_pins,
     sgd_targets,
     tally_json,
@@ -39,6 +41,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="at most N SGD dialogues")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--sample", type=int, default=40, help="SGD pins printed for a reader")
+    parser.add_argument(
+        "--misses", type=int, default=20, help="lost name cases printed for a reader"
+    )
     parser.add_argument("--seed", type=int, default=7, help="seed of the sample and agent runs")
     parser.add_argument(
         "--agent-sessions", type=int, default=300, help="generated agent runs (0: none)"
@@ -122,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## {len(sample)} SGD pins drawn at random (seed {args.seed}) of {len(cases)}\n")
     for number, case in enumerate(sample, 1):
         print(pin_text(case, number))
+    lost = [m for t in sgd_tallies.values() for m in t.misses if m.value.cls in sgd.NAME_CLASSES]
+    missed = sample_misses(lost, args.misses, args.seed)
+    print(f"\n## {len(missed)} lost name cases drawn at random (seed {args.seed}) of {len(lost)}\n")
+    for number, miss in enumerate(missed, 1):
+        print(miss_text(miss, number))
     print(f"\nelapsed {elapsed:.1f} s")
     if args.write_traces is not None:
         print(
@@ -142,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             "agent": {p: tally_json(t) for p, t in agent_tallies.items()},
             "targets": [{"name": t.name, "value": t.value, "met": t.met} for t in targets],
             "sample": [c.to_json() for c in sample],
+            "misses": [m.to_json() for m in missed],
         }
         args.json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return 0 if all(t.met for t in targets) else 1

@@ -130,6 +130,32 @@ class PinCase:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class MissCase:
+    """A recall case the gate lost: the candidate committed, a retained span repeating
+    its value."""
+
+    policy: str
+    session_id: str
+    request_id: str
+    value: Value
+    candidate: Turn
+    repeat: Turn
+
+    def to_json(self) -> dict[str, Any]:
+        """As plain JSON data."""
+        return {
+            "policy": self.policy,
+            "session_id": self.session_id,
+            "request_id": self.request_id,
+            "class": self.value.cls,
+            "slot": self.value.slot,
+            "value": self.value.surface,
+            "candidate": {"span_id": self.candidate.span_id, "text": self.candidate.text},
+            "repeat": {"span_id": self.repeat.span_id, "text": self.repeat.text},
+        }
+
+
 @dataclass(slots=True)
 class Tally:
     """Figures of one policy over many sessions (additive)."""
@@ -151,6 +177,7 @@ class Tally:
     faults: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     pin_cases: list[PinCase] = field(default_factory=list)
+    misses: list[MissCase] = field(default_factory=list)
 
     def add(self, other: Tally) -> None:
         """Add ``other``'s counts to these."""
@@ -180,6 +207,7 @@ class Tally:
             mine.kept += count.kept
             mine.pinned += count.pinned
         self.pin_cases.extend(other.pin_cases)
+        self.misses.extend(other.misses)
 
     def group(self, classes: tuple[str, ...]) -> ClassCount:
         """The counts of several classes summed."""
@@ -244,7 +272,11 @@ def count_session(run: SessionRun, wrong_mentions: frozenset[str] = frozenset())
         for candidate in request.selected:
             for value in introduced.get(candidate, ()):
                 after = order[candidate]
-                if not any(order[r.span_id] > after and r.repeats(value.key) for r in retained):
+                repeat = next(
+                    (r for r in retained if order[r.span_id] > after and r.repeats(value.key)),
+                    None,
+                )
+                if repeat is None:
                     continue
                 count = tally.classes.setdefault(value.cls, ClassCount())
                 count.cases += 1
@@ -252,6 +284,17 @@ def count_session(run: SessionRun, wrong_mentions: frozenset[str] = frozenset())
                     count.kept += 1
                     if request.refused.get(candidate) == "PINNED":
                         count.pinned += 1
+                else:
+                    tally.misses.append(
+                        MissCase(
+                            run.policy,
+                            run.session_id,
+                            request.request_id,
+                            value,
+                            dialogue.index[candidate],
+                            repeat,
+                        )
+                    )
         for pin in request.pins:
             pinned = dialogue.index[pin.span_id]
             others = [dialogue.index[s] for s in pin.pinned_for if s in dialogue.index]

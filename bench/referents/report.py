@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.referents.agent_traces import ID_CLASSES
-from bench.referents.measure import ClassCount, PinCase, Tally
+from bench.referents.measure import ClassCount, MissCase, PinCase, Tally
 from bench.referents.sgd import NAME_CLASSES, VENUE_EVENT
 
 SGD_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -162,6 +162,24 @@ def pin_text(case: PinCase, number: int) -> str:
     ]
     lines += [f"   for {span}: {text}" for span, text in case.pinned_for_texts.items()]
     return "\n".join(lines)
+
+
+def sample_misses(misses: Sequence[MissCase], n: int, seed: int) -> list[MissCase]:
+    """``n`` lost cases drawn at random (seeded)."""
+    return random.Random(seed).sample(list(misses), min(n, len(misses)))
+
+
+def miss_text(case: MissCase, number: int) -> str:
+    """One lost case: the value, the committed introduction, the retained repeat."""
+    return "\n".join(
+        [
+            f"{number}. [{case.policy} {case.session_id} {case.request_id}] {case.value.cls} "
+            f"({case.value.slot}) {case.value.surface!r}: {case.candidate.span_id} committed, "
+            f"{case.repeat.span_id} retained",
+            f"   {case.candidate.span_id}: {case.candidate.text}",
+            f"   {case.repeat.span_id}: {case.repeat.text}",
+        ]
+    )
 
 
 def tally_json(t: Tally) -> dict[str, Any]:

@@ -30,7 +30,8 @@ from bench.referents.sgd import NOT_SHARED, TYPE_WORDS
 NAME_LIKE = frozenset({"venue", "event", "media", "person", "product", "name"})
 """Classes whose values are names (the distinctive-part and type-phrase rules)."""
 
-_HEAD_NOUNS = """hotel hotels inn motel lodge house guesthouse hostel suites suite resort apartments
+_HEAD_NOUNS = """hotel hotels guest inn motel lodge house guesthouse hostel suites suite resort
+    apartments
     apartment residences restaurant restaurants cafe caffe bar grill kitchen bistro diner
     brasserie tavern pub cantina pizzeria steakhouse bakery eatery lounge club room
     museum gallery park garden gardens zoo aquarium theater theatre cinema hall center
@@ -38,7 +39,7 @@ _HEAD_NOUNS = """hotel hotels inn motel lodge house guesthouse hostel suites sui
     market square plaza beach library college university school institute clinic
     hospital studio studios salon spa"""
 HEAD_NOUNS = frozenset(_HEAD_NOUNS.split())
-"""Head nouns a venue name ends in ("Acorn Guest House" -> distinctive "acorn guest")."""
+"""Head nouns a venue name ends in ("Acorn Guest House" -> distinctive "acorn")."""
 
 DETERMINERS = ("this", "that", "the", "these", "those", "same", "said")
 

@@ -293,9 +293,7 @@ NEVER_ANAPHOR_TYPES: frozenset[str] = frozenset({"id", "name"})
 """Pattern classes that no phrase refers to: ``the train ID`` or ``the name`` could
 be any code or any name, so they bind nothing."""
 
-VALUE_TYPES: frozenset[str] = word_set(
-    "phone reference number code postcode address email ref confirmation"
-)
+VALUE_TYPES: frozenset[str] = word_set("phone reference number code postcode address")
 """Types of values people ask for: in a question (``what is the phone number?``)
 a phrase naming one asks for a new value instead of referring to an old one."""
 

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from schemas import text_sha256
 from streams.engine import referents
-from streams.engine.names import NameBook
 from streams.engine.config import EngineSettings
 from streams.engine.holdings import HoldingsBuilder
+from streams.engine.names import NameBook
 from streams.engine.referents import (
     DETERMINERS,
     FILLER_WORDS,
     STOP_WORDS,
+    VALUE_TYPES,
     Anaphor,
     Extraction,
     Identifier,
@@ -704,7 +705,7 @@ def test_a_noun_types_the_code_after_it(noun: str, code: str) -> None:
     assert idents(f"{noun} {code}") == [(code.casefold(), expected_type, code, len(noun) + 1)]
 
 
-@given(_NOUN.filter(lambda word: word.lower() not in STOP_WORDS | FILLER_WORDS))
+@given(_NOUN.filter(lambda word: word.lower() not in STOP_WORDS | FILLER_WORDS | VALUE_TYPES))
 @settings(max_examples=200, deadline=None)
 def test_that_plus_a_known_type_is_an_anaphor(noun: str) -> None:
     known = {noun.lower()}

@@ -132,6 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## {len(missed)} lost name cases drawn at random (seed {args.seed}) of {len(lost)}\n")
     for number, miss in enumerate(missed, 1):
         print(miss_text(miss, number))
+    lost_ids = [
+        m
+        for t in agent_tallies.values()
+        for m in t.misses
+        if m.value.cls in agent_traces.ID_CLASSES
+    ]
+    missed_ids = sample_misses(lost_ids, min(args.misses, 10), args.seed)
+    print(
+        f"\n## {len(missed_ids)} lost agent-run identifier cases drawn at random "
+        f"(seed {args.seed}) of {len(lost_ids)}\n"
+    )
+    for number, miss in enumerate(missed_ids, 1):
+        print(miss_text(miss, number))
     print(f"\nelapsed {elapsed:.1f} s")
     if args.write_traces is not None:
         print(
@@ -153,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             "targets": [{"name": t.name, "value": t.value, "met": t.met} for t in targets],
             "sample": [c.to_json() for c in sample],
             "misses": [m.to_json() for m in missed],
+            "agent_misses": [m.to_json() for m in missed_ids],
         }
         args.json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return 0 if all(t.met for t in targets) else 1

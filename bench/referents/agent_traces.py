@@ -12,7 +12,7 @@ a rating, which must NOT be taken for an identifier. Everything is a function
 of the seed.
 
 Each turn carries its annotations (the values it states, with their class:
-``id``, ``phone``, ``email``, ``name``, ``amount``, ``rating``), so the same
+``id``, ``phone``, ``email``, ``name``, ``amount``, ``rating``, ``city``), so the same
 recall and precision counting as for SGD applies
 (:mod:`bench.referents.measure`).
 """
@@ -246,6 +246,7 @@ def _flight_task(
             (res, "id", "reservation_id"),
             (flight, "id", "flight_number"),
             (str(price), "amount", "price"),
+            (city, "city", "destination"),
         ],
     )
     later = f"{flight[:-3]}{rng.randint(100, 999)}"
@@ -259,6 +260,7 @@ def _flight_task(
             (res, "id", "reservation_id"),
             (flight, "id", "flight_number"),
             (str(price), "amount", "price"),
+            (city, "city", "destination"),
         ],
     )
     b.add("user", "Something in the evening, if possible.", [])
@@ -273,7 +275,11 @@ def _flight_task(
                 "available_seats": seats,
             }
         ],
-        [(later, "id", "flight_number"), (str(later_price), "amount", "price")],
+        [
+            (later, "id", "flight_number"),
+            (str(later_price), "amount", "price"),
+            (city, "city", "destination"),
+        ],
     )
     b.add(
         "assistant",
@@ -304,7 +310,7 @@ def _hotel_task(
     ratings = [rng.randint(2, 5) for _ in hotels]
     prices = [rng.randint(90, 400) for _ in hotels]
     _, city = rng.choice(_CITIES)
-    b.add("user", f"I also need a hotel in {city} for two nights.", [])
+    b.add("user", f"I also need a hotel in {city} for two nights.", [(city, "city", "city")])
     results = [
         {"hotel_name": h, "rating": r, "price_per_night": p, "phone": ph[0]}
         for h, r, p, ph in zip(hotels, ratings, prices, phones, strict=True)
@@ -317,7 +323,7 @@ def _hotel_task(
             (ph[0], "phone", "phone"),
         ]
         values.append((str(r), "rating", "rating"))
-    b.tool("search_hotels", {"city": city, "nights": 2}, results, values)
+    b.tool("search_hotels", {"city": city, "nights": 2}, results, [*values, (city, "city", "city")])
     b.add(
         "assistant",
         f"I found {hotels[0]} ({ratings[0]} stars, {prices[0]} a night) and "
@@ -393,7 +399,11 @@ def _contact_task(
         f"Please send any updates by text to {phone}, or e-mail {email.upper()}.",
         [(phone, "phone", "phone"), (email, "email", "email")],
     )
-    b.add("assistant", "Noted: updates go to the phone and e-mail on your profile.", [])
+    b.add(
+        "assistant",
+        f"Noted: updates go to {phone} and {email}.",
+        [(phone, "phone", "phone"), (email, "email", "email")],
+    )
     return [(phone, "phone", "phone"), (email, "email", "email")]
 
 

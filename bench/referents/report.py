@@ -39,6 +39,7 @@ AGENT_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("**identifiers, phones, JSON values**", ID_CLASSES),
     ("prices", ("amount",)),
     ("ratings", ("rating",)),
+    ("cities", ("city",)),
 )
 """The agent-run table's rows."""
 

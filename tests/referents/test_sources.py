@@ -85,7 +85,7 @@ def test_agent_runs_are_deterministic_and_annotated_truthfully() -> None:
             if turn.role == "tool":
                 assert turn.tool_call_id in calls
                 json.loads(turn.text)
-    assert classes == {"id", "phone", "email", "name", "amount", "rating"}
+    assert classes == {"id", "phone", "email", "name", "amount", "rating", "city"}
 
 
 def test_agent_runs_repeat_values_in_another_case_or_format() -> None:

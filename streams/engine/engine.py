@@ -291,6 +291,7 @@ class Engine:
             derived_from=parents,
             holds=holdings.holds,
             mentions=holdings.mentions,
+            surfaces=holdings.surfaces,
         )
         counter = created_counter(session, parents) if parents else 0
         session.add_span(span)

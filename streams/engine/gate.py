@@ -95,7 +95,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
         committed = _commit(session, event, live, ranked, pins, refused, settings.protect_lineage)
         _check_orphans(session, event, committed, dropped, emission)
 
-    _emit_pins(event, pins, emission)
+    _emit_pins(session, event, pins, emission)
     if frozen:
         recompute_id = _request_recompute(session, set(dropped), emission)
     action = _action(frozen, committed, refused)
@@ -349,25 +349,42 @@ def _check_orphans(
         )
 
 
-def _emit_pins(event: EvictionRequested, pins: dict[str, Pin], emission: Emission) -> None:
+def _emit_pins(
+    session: SessionState, event: EvictionRequested, pins: dict[str, Pin], emission: Emission
+) -> None:
     surfaces = emission.settings.emit_surfaces
-    # Pins through the same Mention object (an anaphor's type, say) share one output
-    # model: outputs are never changed once built. Keyed by identity: every Mention
-    # is alive in ``pins`` while this runs.
-    models: dict[int, PinMention] = {}
+    # Pins through the same Mention object (an anaphor's type, say) and surface share
+    # one output model: outputs are never changed once built. Keyed by identity: every
+    # Mention is alive in ``pins`` while this runs.
+    models: dict[tuple[int, str | None], PinMention] = {}
     for span_id, pin in pins.items():
         used = pin.mention
-        mention = models.get(id(used))
+        surface = _surface(session, pin) if surfaces else None
+        mention = models.get((id(used), surface))
         if mention is None:
-            mention = models[id(used)] = assemble(
-                PinMention,
-                {
-                    "key": used.key,
-                    "type": used.type,
-                    "surface": used.surface if surfaces else None,
-                },
+            mention = models[(id(used), surface)] = assemble(
+                PinMention, {"key": used.key, "type": used.type, "surface": surface}
             )
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
+
+
+def _surface(session: SessionState, pin: Pin) -> str | None:
+    """How the first span the pin is for wrote the mention that caused it: the
+    repeated key as it stands in that span's text, or the anaphor's phrase."""
+    used = pin.mention
+    if used.surface is not None:
+        return used.surface
+    user = session.spans.get(pin.pinned_for[0])
+    if user is None:
+        return None
+    if used.key is not None:
+        for key, surface in user.surfaces:
+            if key == used.key:
+                return surface
+    for mention in user.mentions:
+        if mention.key == used.key and (used.key is not None or mention.type == used.type):
+            return mention.surface
+    return None
 
 
 def _request_recompute(session: SessionState, dropped: set[str], emission: Emission) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from schemas import MentionIn, Referent
 from streams.engine.config import EngineSettings
 from streams.engine.keys import KeyHasher
-from streams.engine.referent_index import Mention
 from streams.engine.names import NameBook, match_book, new_names
+from streams.engine.referent_index import Mention
 from streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
@@ -26,12 +26,19 @@ SCAN_CACHE_ENTRIES = 4096
 :class:`HoldingsBuilder`)."""
 
 
+Surfaces = tuple[tuple[str, str], ...]
+"""``(key hash or type, surface)``: how a span wrote what it holds or refers to, kept
+only when the deployment allows span text in state (``emit_surfaces``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Holdings:
-    """What a span holds (``(key hash, type)``) and what it mentions."""
+    """What a span holds (``(key hash, type)``), what it mentions, and (with
+    ``emit_surfaces``) how it wrote them."""
 
     holds: Holds = ()
     mentions: tuple[Mention, ...] = ()
+    surfaces: Surfaces = ()
 
     def union(self, other: Holdings) -> Holdings:
         """Both spans' holdings, without repeats, in a stable order."""
@@ -40,7 +47,8 @@ class Holdings:
         mentions = tuple(
             m for m in dict.fromkeys(self.mentions + other.mentions) if m.key not in held
         )
-        return Holdings(holds, mentions)
+        surfaces = tuple(dict(other.surfaces + self.surfaces).items())
+        return Holdings(holds, mentions, surfaces)
 
 
 class _KnownTypes:
@@ -135,6 +143,8 @@ class HoldingsBuilder:
         hasher = self._hasher
         holds: dict[tuple[str, str], None] = {}
         found: dict[Mention, None] = {}
+        # The first way the text wrote each held key (only with emit_surfaces).
+        surfaces: dict[str, str] | None = {} if self._surfaces else None
         if text:
             # The extractor asks about lower-case words only; unless types are hashed,
             # their stored form is the word itself, so the session's set answers directly.
@@ -142,9 +152,12 @@ class HoldingsBuilder:
                 known_types if not self._hash_types else _KnownTypes(hasher, tenant, known_types)
             )
             scan = self._scan(text, text_sha256)
-            for key, type_, _, _ in scan.identifiers:
-                holds[(hasher.key(tenant, key), hasher.type(tenant, type_))] = None
-            self._names(tenant, book, scan, holds)
+            for key, type_, written, _ in scan.identifiers:
+                stored = hasher.key(tenant, key)
+                holds[(stored, hasher.type(tenant, type_))] = None
+                if surfaces is not None:
+                    surfaces.setdefault(stored, written)
+            self._names(tenant, book, text, scan, holds, surfaces)
             anaphors = find_anaphors(scan.phrases, known) if known else ()
             for anaphor_type, anaphor_surface, _ in anaphors:
                 surface = anaphor_surface if self._surfaces else None
@@ -158,10 +171,17 @@ class HoldingsBuilder:
             elif men.type is not None:
                 found[Mention(type=hasher.type(tenant, men.type), surface=surface)] = None
         held = {key for key, _ in holds}
-        return Holdings(tuple(holds), tuple(m for m in found if m.key is None or m.key not in held))
+        kept = tuple(m for m in found if m.key is None or m.key not in held)
+        return Holdings(tuple(holds), kept, tuple(surfaces.items()) if surfaces else ())
 
     def _names(
-        self, tenant: str, book: NameBook, scan: Scan, holds: dict[tuple[str, str], None]
+        self,
+        tenant: str,
+        book: NameBook,
+        text: str,
+        scan: Scan,
+        holds: dict[tuple[str, str], None],
+        surfaces: dict[str, str] | None,
     ) -> None:
         """Hold the text's names and the book's names it repeats; teach the book the
         new ones."""
@@ -176,14 +196,19 @@ class HoldingsBuilder:
                 return book.starts(stored(tenant, word))
 
             repeats = match_book(scan.names, lookup, starts)
-            own = new_names(own, repeats)
-            for key, type_, _, _ in repeats:
+            own, repeats = new_names(own, repeats)
+            for key, type_, start, end in repeats:
                 holds[(key, type_)] = None
+                if surfaces is not None:
+                    surfaces.setdefault(key, text[start:end])
         if not own:
             return
         hasher = self._hasher
         for name in own:
-            holds[(hasher.key(tenant, name.key), hasher.type(tenant, name.type))] = None
+            stored_key = hasher.key(tenant, name.key)
+            holds[(stored_key, hasher.type(tenant, name.type))] = None
+            if surfaces is not None:
+                surfaces.setdefault(stored_key, name.surface)
         book.learn(
             own,
             lambda raw: self._book_word(tenant, raw),

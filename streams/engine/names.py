@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from streams.engine.words import is_ordinary
+from streams.engine.words import is_ordinary, is_proper
 
 __all__ = [
     "CALLING_WORDS",
@@ -50,9 +50,9 @@ __all__ = [
     "LOCATION_PREPOSITIONS",
     "LOCATION_WORDS",
     "NAME_JOINERS",
-    "NameBook",
     "BookLookup",
     "FoundName",
+    "NameBook",
     "NameScan",
     "Word",
     "book_entries",
@@ -81,9 +81,14 @@ HEAD_NOUNS: frozenset[str] = word_set(
     "salon spa studio boutique shop store market mall tower castle palace manor "
     "cottage farm pool gym "
     # Organisations, events and works.
-    "company bank airlines airways festival concert tour show band orchestra"
+    "company bank airlines airways festival concert tour show band orchestra homes"
 )
 """Nouns that end a name and give it its type (``Warkworth House`` -> ``house``)."""
+
+COMPOUND_HEADS: frozenset[tuple[str, str]] = frozenset(
+    {("guest", "house"), ("apartment", "homes"), ("coffee", "house"), ("coffee", "shop")}
+)
+"""Two-word head nouns: the distinctive part of ``Acorn guest house`` is ``acorn``."""
 
 LOCATION_WORDS: frozenset[str] = word_set(
     "street st road rd station airport centre center city town area avenue ave "
@@ -93,13 +98,12 @@ LOCATION_WORDS: frozenset[str] = word_set(
 (``Regent Street``, ``Cambridge station``); a name followed by one is not
 repeated there (``Magdalene Street`` does not mention Magdalene College)."""
 
-LOCATION_PREPOSITIONS: frozenset[str] = word_set(
-    "in from to near via leaving arriving at into towards around"
-)
+LOCATION_PREPOSITIONS: frozenset[str] = word_set("in from to near via leaving arriving")
 """Before a run without a head noun, these make it a place (``a train to Cambridge``)."""
 
-NAME_JOINERS: frozenset[str] = frozenset({"of", "de", "du", "la", "le", "del", "von", "van"})
-"""Lower-case words that join two capitalised words into one name (``Bank of America``)."""
+NAME_JOINERS: frozenset[str] = word_set("of de du la le del von van vs v")
+"""Lower-case words that join two capitalised words into one name (``Bank of America``,
+``Usc vs Oregon``)."""
 
 CALLING_WORDS: frozenset[str] = frozenset({"called", "named"})
 """The words after these (or after ``name is``) are a name, whatever their case."""
@@ -125,14 +129,18 @@ _STOP = word_set(
     "its it's i me my we us our you your he him his she her they them their there "
     "in on at to of by with from into onto about as if so no yes ok okay please "
     "near via leaving arriving around towards toward for one two three four five "
-    "six seven eight nine ten"
+    "six seven eight nine ten "
+    # Stems of contractions ("couldn't"): the apostrophe splits the word.
+    "couldn wouldn didn doesn isn aren wasn weren shouldn hasn haven hadn won don can ll ve re"
 )
-"""Function words: never part of a distinctive run, never a head modifier."""
+"""Function words: never part of a distinctive run, never a head modifier, never the
+last word of a name."""
 
 # A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
 _WORD = re.compile(r"[^\W_]{1,64}+")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
+_INITIAL_GAPS = frozenset({". ", "."})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
 
@@ -196,14 +204,22 @@ def _words(text: str) -> list[Word]:
         start = match.start()
         gap = text[previous_end:start]
         word = match.group()
+        # An initial's dot ("Ellen M. Sanford") neither ends a sentence nor the name.
+        initial = (
+            bool(words)
+            and gap in _INITIAL_GAPS
+            and len(words[-1].folded) == 1
+            and words[-1].capital
+            and word[0].isupper()
+        )
         words.append(
             Word(
                 word.casefold(),
                 start,
                 match.end(),
                 word[0].isupper(),
-                not words or _SENTENCE_END.search(gap) is not None,
-                bool(words) and _JOIN_GAP.fullmatch(gap) is not None,
+                not words or (not initial and _SENTENCE_END.search(gap) is not None),
+                bool(words) and (initial or _JOIN_GAP.fullmatch(gap) is not None),
             )
         )
         previous_end = match.end()
@@ -211,12 +227,14 @@ def _words(text: str) -> list[Word]:
 
 
 def _is_cased(words: list[Word]) -> bool:
-    """A text is cased when it has lower-case words and is not in title case."""
+    """A text is cased when it has lower-case words and is not in title case (nine in
+    ten of its words of 4+ letters capitalised: a sentence full of names still has
+    its verbs and nouns in lower case)."""
+    if not any(not w.capital and w.folded.isalpha() for w in words):
+        return False
     long_words = [w for w in words if len(w.folded) >= 4 and w.folded.isalpha()]
-    if not long_words:
-        return any(not w.capital and w.folded.isalpha() for w in words)
     capitals = sum(1 for w in long_words if w.capital)
-    return capitals < len(long_words) and capitals * 2 <= len(long_words)
+    return len(long_words) < 3 or capitals * 10 < len(long_words) * 9
 
 
 def _distinctive(word: Word) -> bool:
@@ -297,11 +315,15 @@ class _Finder:
                 words[first].sentence_start
                 and end - first > 1
                 and (is_ordinary(words[first].folded) or words[first].folded in _STOP)
+                and not self._names_first(first)
             )
         ):
             first += 1
             if first < end and not words[first].capital:
                 return
+        # Nor is a day, a month or "I" at its end ("Christopher J. Celio March 9th").
+        while end > first + 1 and words[end - 1].folded in GREETINGS:
+            end -= 1
         if first >= end:
             return
         span = words[first:end]
@@ -318,7 +340,27 @@ class _Finder:
                 return
         if self._label(end):
             return
+        # A number just before a name that is not a place joins it ("1 Hotel Central
+        # Park", "400 Canal Street Apartments").
+        if (
+            first > 0
+            and words[first].joined
+            and words[first - 1].folded.isdecimal()
+            and (_head(words[end - 1].folded) or any(_distinctive(w) for w in span))
+        ):
+            first -= 1
         self.candidates.append((first, end, None))
+
+    def _names_first(self, first: int) -> bool:
+        """Whether a sentence's first word, ordinary as it is, belongs to the run after
+        it: a known proper noun (``Bill Callahan is playing``), or joined to the next
+        by a joiner (``Dodgers Vs Cubs``)."""
+        words = self.words
+        word = words[first].folded
+        if word in _STOP or word in GREETINGS:
+            return False
+        following = words[first + 1].folded if first + 1 < len(words) else ""
+        return is_proper(word) or following in NAME_JOINERS
 
     def _label(self, end: int) -> bool:
         """A run followed by ``:`` (emphasis between), or on a markdown heading line."""
@@ -392,14 +434,29 @@ class _Finder:
             has_head = _head(last)
             if last in LOCATION_WORDS and origin is None:
                 continue
-            if not has_head and origin is None and first > 0:
-                before = words[first - 1]
-                if before.folded in DETERMINERS and first > 1:
-                    before = words[first - 2]
-                if before.folded in LOCATION_PREPOSITIONS or _HOUSE_NUMBER.fullmatch(before.folded):
-                    continue
+            if not has_head and origin is None and _place_after(words, first, end):
+                continue
             kept.append((first, end, origin))
         self.candidates = kept
+
+
+def _known_word(folded: str) -> bool:
+    return is_ordinary(folded) or is_proper(folded) or folded in NAME_JOINERS
+
+
+def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> bool:
+    """A run without a head noun right after ``in``, ``from``, ``to``... (a determiner
+    between) or a house number, made of words the dictionaries know: a place used
+    as a location (``a train to Cambridge``, ``in San Diego``). A word no dictionary
+    has makes it a name wherever it stands (``tickets to Anberlin``)."""
+    if first == 0:
+        return False
+    before = words[first - 1]
+    if before.folded in DETERMINERS and first > 1:
+        before = words[first - 2]
+    if before.folded not in LOCATION_PREPOSITIONS and not _HOUSE_NUMBER.fullmatch(before.folded):
+        return False
+    return all(_known_word(w.folded) for w in words[first:end])
 
 
 def _resolve(candidates: list[tuple[int, int, str | None]]) -> list[tuple[int, int]]:
@@ -426,12 +483,12 @@ def _type_of(words: list[Word], first: int, end: int) -> tuple[str, int]:
 
 def distinctive_part(folded: list[str]) -> str:
     """A name's distinctive part (``""`` when it has none): the name without its
-    trailing head noun and the ordinary words before it, when that still holds a
+    trailing head noun (``guest house`` is one), when that still holds a
     distinctive word or two or more words (``acorn guest house`` -> ``acorn``)."""
     if len(folded) < 2 or not _head(folded[-1]):
         return ""
     part = folded[:-1]
-    while len(part) > 1 and is_ordinary(part[-1]) and any(not is_ordinary(w) for w in part[:-1]):
+    if len(part) > 1 and (part[-1], folded[-1]) in COMPOUND_HEADS:
         part = part[:-1]
     if part and part[0] in DETERMINERS:
         part = part[1:]
@@ -509,7 +566,11 @@ def match_book(
                 break
             entry = " ".join(w.folded for w in words[i:last])
             value = lookup(entry)
-            if value is not None and not _blocked_after(scan, last):
+            if (
+                value is not None
+                and not _blocked_after(scan, last)
+                and (_head(words[last - 1].folded) or not _place_after(words, i, last))
+            ):
                 hit = (last, value)
             last += 1
         if hit is None:
@@ -589,16 +650,23 @@ class NameBook:
 
 def new_names(
     own: tuple[FoundName, ...], repeats: list[tuple[str, str, int, int]]
-) -> tuple[FoundName, ...]:
-    """A text's own names less those where it repeats a book entry: ``the Acorn``
-    after ``Acorn guest house`` mentions that name and introduces none."""
+) -> tuple[tuple[FoundName, ...], list[tuple[str, str, int, int]]]:
+    """A text's own names and its repeats of book entries, where they overlap the
+    longer one kept (a repeat on a tie): ``the Acorn`` after ``Acorn guest house``
+    mentions that name and introduces none, while ``Ac Hotel By Marriott Atlanta
+    Downtown`` is a new name, not a repeat of ``Atlanta``."""
     if not repeats or not own:
-        return own
-    return tuple(
-        name
-        for name in own
-        if not any(
-            start < name.start + len(name.surface) and name.start < end
-            for _, _, start, end in repeats
-        )
-    )
+        return own, repeats
+    kept_own = []
+    dropped: set[int] = set()
+    for name in own:
+        end = name.start + len(name.surface)
+        inside = [
+            i for i, (_, _, start, stop) in enumerate(repeats) if start < end and name.start < stop
+        ]
+        if inside and all(repeats[i][3] - repeats[i][2] < len(name.surface) for i in inside):
+            dropped.update(inside)
+            kept_own.append(name)
+        elif not inside:
+            kept_own.append(name)
+    return tuple(kept_own), [r for i, r in enumerate(repeats) if i not in dropped]

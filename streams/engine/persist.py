@@ -166,6 +166,7 @@ def _span(span: SpanState) -> list[Any]:
         ],
         [list(h) for h in span.holds],
         [[m.key, m.type, m.surface] for m in span.mentions],
+        *([[list(pair) for pair in span.surfaces]] if span.surfaces else []),
     ]
 
 
@@ -182,6 +183,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         bound,
         holds,
         mentions,
+        *surfaces,
     ) = raw
     return SpanState(
         span_id=span_id,
@@ -196,6 +198,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         bound=None if bound is None else BoundScore(*bound),
         holds=tuple((k, t) for k, t in holds),
         mentions=tuple(Mention(key=k, type=t, surface=s) for k, t, s in mentions),
+        surfaces=tuple((k, s) for k, s in surfaces[0]) if surfaces else (),
     )
 
 

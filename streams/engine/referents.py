@@ -300,7 +300,8 @@ a phrase naming one asks for a new value instead of referring to an old one."""
 # The object of a value request: "what is", "which is", "send (me)", "give (me)",
 # "tell", "get", "have", "need", "know" right before the determiner.
 _REQUEST_BEFORE = re.compile(
-    r"(?<![\w'])(?i:what[ \t]*+(?:is|was|'s|\u2019s)|which[ \t]++is|send|give|tell|get|have|need|know)"
+    r"(?<![\w'])(?i:what[ \t]*+(?:is|was|'s|\u2019s)|which[ \t]++is"
+    r"|send|give|tell|get|have|need|know)"
     r"(?:[ \t]++(?i:me|us))?[ \t]++\Z"
 )
 _SENTENCE_END = re.compile(r"[.!?\n]")
@@ -412,7 +413,7 @@ def extract(
     names = [Name(found.key, found.type, found.surface, found.start) for found in own]
     if book is not None:
         repeats = match_book(scan.names, book.get, book.starts)
-        own = new_names(own, repeats)
+        own, repeats = new_names(own, repeats)
         names = [Name(found.key, found.type, found.surface, found.start) for found in own]
         names.extend(Name(key, type_, text[start:end], start) for key, type_, start, end in repeats)
         names.sort(key=lambda name: name.start)

@@ -13,6 +13,7 @@ but present stay gone. The work is O(size of the snapshot).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import operator
@@ -44,6 +45,8 @@ class _Diff:
     in their own order."""
     created_at: list[int] = field(default_factory=list)
     """The snapshot index of each of ``created``."""
+    modified_at: list[int] = field(default_factory=list)
+    """The snapshot index of each of ``modified``."""
 
 
 def apply_rewrite(
@@ -115,6 +118,7 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
         if span is not None:
             if entry.text_sha256 != span.text_sha256:
                 modified((entry, span))
+                diff.modified_at.append(position)
             else:
                 unchanged((entry, span))
             placed((position, span))
@@ -184,7 +188,7 @@ def _new_holdings(
         )
 
     def kept(entry: SnapshotEntry, span: SpanState) -> Holdings:
-        return Holdings(span.holds, span.mentions).union(explicit(entry))
+        return Holdings(span.holds, span.mentions, span.surfaces).union(explicit(entry))
 
     # Only spans whose holdings may change are listed: a span kept as it was (no
     # text, no explicit referents) keeps its holdings, and its types are known.
@@ -192,20 +196,14 @@ def _new_holdings(
     for entry, span in diff.unchanged:
         if entry.introduces is not None or entry.mentions is not None:
             result[span.span_id] = kept(entry, span)
-    for entry, span in diff.modified:
-        if entry.text is not None:
-            result[span.span_id] = builder.build(
-                tenant,
-                known,
-                book,
-                entry.text,
-                entry.content_hash,
-                entry.introduces,
-                entry.mentions,
-            )
-        elif entry.introduces is not None or entry.mentions is not None:
-            result[span.span_id] = kept(entry, span)
-    for entry in diff.created:
+    # Texts are extracted in snapshot order, modified and created entries alike: the
+    # name book learns from each text what a later one may repeat (contract 1.2).
+    rewritten = heapq.merge(
+        zip(diff.modified_at, diff.modified, strict=True),
+        zip(diff.created_at, ((entry, None) for entry in diff.created), strict=True),
+        key=operator.itemgetter(0),
+    )
+    for _, (entry, old) in rewritten:
         if entry.text is not None:
             result[entry.span_id] = builder.build(
                 tenant,
@@ -216,13 +214,18 @@ def _new_holdings(
                 entry.introduces,
                 entry.mentions,
             )
-            continue
-        inherited = explicit(entry)
-        for parent_id in entry.derived_from or ():
-            parent = session.spans.get(parent_id)
-            if parent is not None:
-                inherited = inherited.union(Holdings(parent.holds, parent.mentions))
-        result[entry.span_id] = inherited
+        elif old is not None:
+            if entry.introduces is not None or entry.mentions is not None:
+                result[entry.span_id] = kept(entry, old)
+        else:
+            inherited = explicit(entry)
+            for parent_id in entry.derived_from or ():
+                parent = session.spans.get(parent_id)
+                if parent is not None:
+                    inherited = inherited.union(
+                        Holdings(parent.holds, parent.mentions, parent.surfaces)
+                    )
+            result[entry.span_id] = inherited
     for item in result.values():
         builder.learn_types(known, item)
     return result
@@ -452,8 +455,12 @@ def _mutate(
             touched.append(span)
     for span_id, held in holdings.items():
         span = spans[span_id]
-        if (span.holds, span.mentions) != (held.holds, held.mentions):
-            span.holds, span.mentions = held.holds, held.mentions
+        if (span.holds, span.mentions, span.surfaces) != (
+            held.holds,
+            held.mentions,
+            held.surfaces,
+        ):
+            span.holds, span.mentions, span.surfaces = held.holds, held.mentions, held.surfaces
             touched.append(span)
     # Only what changed goes to the changelog (a block per changed span).
     session.touch_all(touched)

@@ -52,6 +52,8 @@ class SpanState:
     holds: tuple[tuple[str, str], ...] = ()
     """(key hash, type) pairs of the entities this span holds."""
     mentions: tuple[Mention, ...] = ()
+    surfaces: tuple[tuple[str, str], ...] = ()
+    """(key hash, surface) of what it holds, only with ``emit_surfaces``."""
     order_key: OrderKey = field(init=False, repr=False, compare=False)
     """This span's place in the context order: ``[position, arrival, span id]``, one
     list shared by every index (see :data:`~streams.engine.referent_index.OrderKey`)."""

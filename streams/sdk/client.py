@@ -39,7 +39,7 @@ from streams.sdk.decision import Decision
 from streams.sdk.inbox import Inbox
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import Message, TokenCounter, approximate_tokens
-from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker
+from streams.sdk.tracker import EvictionOptions, Extractor, RewriteDiff, SpanTracker
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class SpanguardClient:
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = 10.0,
         token_counter: TokenCounter = approximate_tokens,
+        extractor: Extractor | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic_prefix = topic_prefix
@@ -71,6 +72,9 @@ class SpanguardClient:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.token_counter = token_counter
+        self.extractor = extractor
+        """The harness's own referent extractor for every session (see
+        :data:`streams.sdk.tracker.Extractor`)."""
         offline = bootstrap is None
         self.engine: Engine | None = Engine(settings) if offline or mirror else None
         """The local engine: the service itself offline, a mirror on Kafka (or None)."""
@@ -134,10 +138,13 @@ class SpanguardClient:
         tenant: str = "default",
         start_seq: int = 0,
         token_counter: TokenCounter | None = None,
+        extractor: Extractor | None = None,
     ) -> Session:
         """The tracker of one agent session (created on first use).
 
         ``start_seq`` resumes a session another process started (its next ``seq``).
+        ``extractor`` (else the client's) adds the harness's own referents, for
+        instance from a NER model, to every message of the session.
 
         Raises:
             ValueError: For an empty session id or tenant.
@@ -153,6 +160,7 @@ class SpanguardClient:
             session_id,
             token_counter=token_counter or self.token_counter,
             send_text=self.send_text,
+            extractor=extractor or self.extractor,
             next_seq=start_seq,
         )
         session = Session(self, tracker, Inbox(tenant, session_id))

@@ -29,6 +29,7 @@ from schemas import (
     SpanAdded,
     text_sha256,
 )
+from streams.engine.names import NameBook
 from streams.engine.referents import extract
 from streams.sdk.messages import Message, TokenCounter, approximate_tokens
 
@@ -89,6 +90,22 @@ class _Referents:
     mentions: list[MentionIn] | None
 
 
+@dataclass(frozen=True, slots=True)
+class FoundReferents:
+    """What a harness's own extractor found in one text (for instance its NER model):
+    entities the text introduces or repeats, and what it refers to (a key, or a type
+    for an anaphor)."""
+
+    introduces: Sequence[Referent] = ()
+    mentions: Sequence[MentionIn] = ()
+
+
+Extractor = Callable[[str], FoundReferents]
+"""A harness's own referent extractor: a message's text in, :class:`FoundReferents`
+out. Its findings are sent with every message, beside the built-in extractor's (or
+the service's, when the text is sent)."""
+
+
 @dataclass(slots=True)
 class SpanTracker:
     """The harness-side state of one (tenant, session)."""
@@ -98,12 +115,16 @@ class SpanTracker:
     token_counter: TokenCounter = approximate_tokens
     send_text: bool = False
     extract_referents: bool = True
+    extractor: Extractor | None = None
+    """The harness's own extractor (see :data:`Extractor`), used with the built-in one."""
     next_seq: int = 0
     clock: Clock = _utc_now
     turn: int = 0
     live: dict[str, TrackedSpan] = field(default_factory=dict)
     """Live spans in context order."""
     known_types: set[str] = field(default_factory=set)
+    book: NameBook = field(default_factory=NameBook)
+    """The session's name book, as the built-in extractor keeps it (raw: client side)."""
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)
     """span id -> (score id, hash scored) of the latest score reported for its current text."""
     _next_position: int = 0
@@ -139,23 +160,34 @@ class SpanTracker:
     # -- referents --------------------------------------------------------
 
     def _referents(self, text: str) -> _Referents:
-        if self.send_text or not self.extract_referents:
-            return _Referents(None, None)  # the service extracts from the text itself
-        found = extract(text, self.known_types)
-        introduces = {(i.key, i.type): None for i in found.identifiers}
-        mentions = {a.type: None for a in found.anaphors}
+        introduces: dict[tuple[str, str], None] = {}
+        mentions: dict[tuple[str | None, str | None], MentionIn] = {}
+        if self.extractor is not None:
+            own = self.extractor(text)
+            introduces.update(((r.key, r.type), None) for r in own.introduces)
+            mentions.update(((m.key, m.type), m) for m in own.mentions)
+        if self.extract_referents and not self.send_text:
+            # Without text the service cannot extract: the built-in extractor runs here,
+            # with the session's name book, exactly as the service would run it.
+            found = extract(text, self.known_types, self.book)
+            introduces.update(((i.key, i.type), None) for i in found.identifiers)
+            introduces.update(((n.key, n.type), None) for n in found.names)
+            for anaphor in found.anaphors:
+                mentions.setdefault((None, anaphor.type), MentionIn(type=anaphor.type))
         return _Referents(
             [Referent(key=k, type=t) for k, t in introduces] or None,
-            [MentionIn(type=t) for t in mentions] or None,
+            list(mentions.values()) or None,
         )
 
     def _learn(self, referents: _Referents) -> None:
         self.known_types.update(r.type for r in referents.introduces or ())
 
     def _learn_text(self, text: str) -> None:
-        # With send_text the service extracts; the tracker still learns the types so
-        # that what it sends later without text (none today) would agree.
-        self.known_types.update(i.type for i in extract(text, self.known_types).identifiers)
+        # With send_text the service extracts; the tracker still learns the types and
+        # names so that what it sends later without text would agree.
+        found = extract(text, self.known_types, self.book)
+        self.known_types.update(i.type for i in found.identifiers)
+        self.known_types.update(n.type for n in found.names)
 
     def tokens_of(self, message: Message) -> int:
         """The message's own count, else the session's token counter on its text."""

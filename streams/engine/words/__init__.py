@@ -1,4 +1,4 @@
-"""Ordinary English vocabulary: the common words of the language, to tell distinctive words from.
+"""Word lists of the referent extractor: ordinary English vocabulary, and known proper nouns.
 
 The referent extractor treats a word that is not ordinary ("warkworth", "allenbell") as
 distinctive, and so as a possible name of something the conversation refers to. The
@@ -26,17 +26,28 @@ from __future__ import annotations
 
 from importlib import resources
 
-__all__ = ["ORDINARY_WORDS", "is_ordinary"]
+__all__ = ["ORDINARY_WORDS", "PROPER_NOUNS", "is_ordinary", "is_proper"]
 
 
-def _load() -> frozenset[str]:
-    text = resources.files(__name__).joinpath("ordinary.txt").read_text(encoding="utf-8")
+def _load(name: str) -> frozenset[str]:
+    text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
     return frozenset(
         line for line in map(str.strip, text.splitlines()) if line and not line.startswith("#")
     )
 
 
-ORDINARY_WORDS: frozenset[str] = _load()
+ORDINARY_WORDS: frozenset[str] = _load("ordinary.txt")
+
+PROPER_NOUNS: frozenset[str] = _load("proper.txt")
+"""The proper nouns a dictionary knows (proper.txt, from the capitalised single-word
+entries of Debian's american-english and british-english; ``python -m
+scripts.make_proper_nouns``): places, given names and surnames, brands, lower-cased.
+It knows ``cambridge``, ``seattle``, ``vegas`` and ``bill``, not ``anberlin``."""
+
+
+def is_proper(word: str) -> bool:
+    """Whether a word, in any case, is a proper noun the dictionaries know."""
+    return word.lower() in PROPER_NOUNS
 
 
 def is_ordinary(word: str) -> bool:

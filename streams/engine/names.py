@@ -101,6 +101,11 @@ repeated there (``Magdalene Street`` does not mention Magdalene College)."""
 LOCATION_PREPOSITIONS: frozenset[str] = word_set("in from to near via leaving arriving")
 """Before a run without a head noun, these make it a place (``a train to Cambridge``)."""
 
+TRAVEL_PREPOSITIONS: frozenset[str] = word_set("from near via leaving arriving")
+"""After these a run without a head noun is a place whatever its words (``leaving
+from stevenage``); after ``in`` and ``to`` only when the dictionaries know its words
+(``tickets to Anberlin`` names a band)."""
+
 NAME_JOINERS: frozenset[str] = word_set("of de du la le del von van vs v")
 """Lower-case words that join two capitalised words into one name (``Bank of America``,
 ``Usc vs Oregon``)."""
@@ -395,7 +400,11 @@ class _Finder:
                     break
                 if folded in _STOP or not folded.isalpha():
                     break
-            if end > last or any(len(w.folded) >= 4 for w in words[first:last]):
+            # Alone, a run needs a word no dictionary knows: "indian" or "cambridge"
+            # written in lower case is an adjective or a place, "allenbell" a name.
+            if end > last or any(
+                len(w.folded) >= 4 and not is_proper(w.folded) for w in words[first:last]
+            ):
                 self.candidates.append((first, end, None))
             i = last
 
@@ -446,9 +455,9 @@ def _known_word(folded: str) -> bool:
 
 def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> bool:
     """A run without a head noun right after ``in``, ``from``, ``to``... (a determiner
-    between) or a house number, made of words the dictionaries know: a place used
-    as a location (``a train to Cambridge``, ``in San Diego``). A word no dictionary
-    has makes it a name wherever it stands (``tickets to Anberlin``)."""
+    between) or a house number: a place used as a location (``a train to Cambridge``,
+    ``in San Diego``, ``leaving from stevenage``). After ``in``, ``to`` or a house
+    number, a word no dictionary has makes it a name (``tickets to Anberlin``)."""
     if first == 0:
         return False
     before = words[first - 1]
@@ -456,6 +465,8 @@ def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> 
         before = words[first - 2]
     if before.folded not in LOCATION_PREPOSITIONS and not _HOUSE_NUMBER.fullmatch(before.folded):
         return False
+    if before.folded in TRAVEL_PREPOSITIONS:
+        return True
     return all(_known_word(w.folded) for w in words[first:end])
 
 
@@ -476,6 +487,9 @@ def _type_of(words: list[Word], first: int, end: int) -> tuple[str, int]:
     last = words[end - 1]
     if _head(last.folded):
         return last.folded, last.start
+    for at in range(first, end - 1):
+        if _head(words[at].folded) and words[at + 1].folded == "of":
+            return words[at].folded, words[at].start  # "Bank of America"
     if first > 0 and _head(words[first - 1].folded):
         return words[first - 1].folded, words[first - 1].start  # "the restaurant Pizza Hut"
     return "name", -1

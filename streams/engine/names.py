@@ -101,10 +101,10 @@ repeated there (``Magdalene Street`` does not mention Magdalene College)."""
 LOCATION_PREPOSITIONS: frozenset[str] = word_set("in from to near via leaving arriving")
 """Before a run without a head noun, these make it a place (``a train to Cambridge``)."""
 
-TRAVEL_PREPOSITIONS: frozenset[str] = word_set("from near via leaving arriving")
+TRAVEL_PREPOSITIONS: frozenset[str] = word_set("in from near via leaving arriving")
 """After these a run without a head noun is a place whatever its words (``leaving
-from stevenage``); after ``in`` and ``to`` only when the dictionaries know its words
-(``tickets to Anberlin`` names a band)."""
+from stevenage``, ``in Corte Madera``); after ``to`` and a house number only when
+the dictionaries know its words (``tickets to Anberlin`` names a band)."""
 
 NAME_JOINERS: frozenset[str] = word_set("of de du la le del von van vs v")
 """Lower-case words that join two capitalised words into one name (``Bank of America``,
@@ -354,7 +354,9 @@ class _Finder:
             surface = self.text[only.start : only.end]
             if len(surface) <= 4 and surface.isupper():
                 return  # an acronym (KYC, API): a term, not the name of a thing
-            if is_ordinary(only.folded) or only.folded in _STOP:
+            # One word the dictionaries know, ordinary or proper ("Indian", "Seattle",
+            # "Fahrenheit"), is a word of the language or a place, not a thing's name.
+            if is_ordinary(only.folded) or is_proper(only.folded) or only.folded in _STOP:
                 return
         if self._label(end):
             return

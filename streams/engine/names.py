@@ -81,7 +81,9 @@ HEAD_NOUNS: frozenset[str] = word_set(
     "salon spa studio boutique shop store market mall tower castle palace manor "
     "cottage farm pool gym "
     # Organisations, events and works.
-    "company bank airlines airways festival concert tour show band orchestra homes"
+    "company bank airlines airways festival concert tour show band orchestra homes "
+    # Events and works: "the Padres vs Brewers game", "the Slow Burn song".
+    "event game match song album movie film"
 )
 """Nouns that end a name and give it its type (``Warkworth House`` -> ``house``)."""
 
@@ -101,6 +103,13 @@ repeated there (``Magdalene Street`` does not mention Magdalene College)."""
 LOCATION_PREPOSITIONS: frozenset[str] = word_set("in from to near via leaving arriving")
 """Before a run without a head noun, these make it a place (``a train to Cambridge``)."""
 
+PLACE_PREFIXES: frozenset[str] = word_set(
+    "new san santa santo sao los las la le el st saint fort port lake mount mt north south",
+    "east west upper lower great little palm",
+)
+"""First words of many-word place names in English (``New York``, ``San Diego``,
+``Fort Worth``): after ``to``, a run of known words starting with one is a place."""
+
 TRAVEL_PREPOSITIONS: frozenset[str] = word_set("in from near via leaving arriving")
 """After these a run without a head noun is a place whatever its words (``leaving
 from stevenage``, ``in Corte Madera``); after ``to`` and a house number only when
@@ -109,6 +118,9 @@ the dictionaries know its words (``tickets to Anberlin`` names a band)."""
 NAME_JOINERS: frozenset[str] = word_set("of de du la le del von van vs v")
 """Lower-case words that join two capitalised words into one name (``Bank of America``,
 ``Usc vs Oregon``)."""
+
+VERSUS: frozenset[str] = word_set("vs v versus")
+"""Between two words, a match (``giants vs dodgers``), a name in any case."""
 
 CALLING_WORDS: frozenset[str] = frozenset({"called", "named"})
 """The words after these (or after ``name is``) are a name, whatever their case."""
@@ -345,7 +357,8 @@ class _Finder:
         if first >= end:
             return
         span = words[first:end]
-        if all(w.folded in GREETINGS or w.folded in _STOP for w in span):
+        capitalised = span[:-1] if len(span) > 1 and not span[-1].capital else span
+        if all(w.folded in GREETINGS or w.folded in _STOP for w in capitalised):
             return
         if len(span) == 1:
             only = span[0]
@@ -434,6 +447,21 @@ class _Finder:
                 self.candidates.append((first, end, "distinctive"))
             i = last
 
+    def run_versus(self) -> None:
+        """A match in any case: the words either side of ``vs`` (``giants vs dodgers``)."""
+        words = self.words
+        for i in range(1, len(words) - 1):
+            if (
+                words[i].folded in VERSUS
+                and words[i].joined
+                and words[i + 1].joined
+                and words[i - 1].folded not in _STOP
+                and words[i + 1].folded not in _STOP
+                and words[i - 1].folded.isalpha()
+                and words[i + 1].folded.isalpha()
+            ):
+                self.candidates.append((i - 1, i + 2, "distinctive"))
+
     def run_called(self) -> None:
         words = self.words
         size = len(words)
@@ -449,12 +477,16 @@ class _Finder:
             if words[first].folded in DETERMINERS:
                 first += 1
             end = first
+            # In a cased text a capitalised name ends at its first lower-case word
+            # ("called Halu Shabu Shabu located in Dublin").
+            capitalised = self.cased and first < size and words[first].capital
             while (
                 end < size
                 and end - first < 5
                 and (end == first or words[end].joined)
                 and words[end].folded not in _STOP
                 and words[end].folded not in GREETINGS
+                and (not capitalised or words[end].capital or words[end].folded in NAME_JOINERS)
             ):
                 end += 1
             if end > first:
@@ -483,8 +515,9 @@ def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> 
     """A run without a head noun right after ``in``, ``from``, ``to``... (a determiner
     between) or a house number: a place used as a location (``a train to Cambridge``,
     ``in San Diego``, ``leaving from stevenage``). After ``in``, ``to`` or a house
-    number it must be one word the dictionaries know, or proper nouns they know
-    (``tickets to Anberlin``, ``a visit to Addison Ranch`` name things)."""
+    number it must be one word the dictionaries know, or words they know after a
+    place-name prefix (``to New York``, ``to San Diego``): ``tickets to Anberlin``,
+    ``a visit to Addison Ranch``, ``tickets to the Brown Sabbath event`` name things."""
     if first == 0:
         return False
     before = words[first - 1]
@@ -497,7 +530,7 @@ def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> 
     run = words[first:end]
     if len(run) == 1:
         return _known_word(run[0].folded)
-    return all(is_proper(w.folded) or w.folded in NAME_JOINERS for w in run)
+    return run[0].folded in PLACE_PREFIXES and all(_known_word(w.folded) for w in run)
 
 
 _ORIGINS = {"called": 0, "cased": 1, "loose": 1, "distinctive": 2}
@@ -560,6 +593,7 @@ def scan_names(text: str) -> NameScan:
     if cased:
         finder.run_cased()
     finder.run_distinctive()
+    finder.run_versus()
     finder.run_called()
     finder.places()
     names: list[FoundName] = []
@@ -625,7 +659,11 @@ def match_book(
             if (
                 value is not None
                 and not _blocked_after(scan, last)
-                and (_head(words[last - 1].folded) or not _place_after(words, i, last))
+                and (
+                    _head(words[last - 1].folded)
+                    or _head_after(words, last)
+                    or not _place_after(words, i, last)
+                )
             ):
                 hit = (last, value)
             last += 1
@@ -643,9 +681,15 @@ def _blocked_after(scan: NameScan, end: int) -> bool:
     if end >= len(words) or not words[end].joined:
         return False
     following = words[end]
+    if _head(following.folded):
+        return False  # the same name with its kind: "Bourbon Steak Restaurant"
     return (scan.cased and following.capital and not following.sentence_start) or (
         following.folded in LOCATION_WORDS
     )
+
+
+def _head_after(words: tuple[Word, ...], end: int) -> bool:
+    return end < len(words) and words[end].joined and _head(words[end].folded)
 
 
 def value_words(value: str) -> list[str]:

@@ -79,7 +79,8 @@ HEAD_NOUNS: frozenset[str] = word_set(
     "cinema church chapel cathedral abbey temple mosque synagogue park gardens "
     "garden zoo aquarium stadium arena hall library hospital clinic pharmacy "
     "salon spa studio boutique shop store market mall tower castle palace manor "
-    "cottage farm pool gym "
+    "cottage farm pool gym coliseum amphitheater amphitheatre auditorium pavilion "
+    "ballpark speedway casino marina condos ranch "
     # Organisations, events and works.
     "company bank airlines airways festival concert tour show band orchestra homes "
     # Events and works: "the Padres vs Brewers game", "the Slow Burn song".
@@ -360,7 +361,10 @@ class _Finder:
         capitalised = span[:-1] if len(span) > 1 and not span[-1].capital else span
         if all(w.folded in GREETINGS or w.folded in _STOP for w in capitalised):
             return
-        if len(span) == 1:
+        # A head noun just before it says a capitalised word names a thing, ordinary as
+        # the word is: "the event Pup", "the song Alive", "the restaurant Catch".
+        named_kind = first > 0 and words[first].joined and _head(words[first - 1].folded)
+        if len(span) == 1 and not named_kind:
             only = span[0]
             if only.sentence_start or len(only.folded) < 2:
                 return
@@ -498,7 +502,7 @@ class _Finder:
         kept: list[tuple[int, int, str]] = []
         for first, end, origin in self.candidates:
             last = words[end - 1].folded
-            has_head = _head(last)
+            has_head = _type_of(words, first, end)[1] >= words[first].start
             if last in LOCATION_WORDS and origin != "called":
                 continue
             if not has_head and origin != "called" and _place_after(words, first, end):

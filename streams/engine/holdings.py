@@ -195,7 +195,7 @@ class HoldingsBuilder:
             def starts(word: str) -> bool:
                 return book.starts(stored(tenant, word))
 
-            repeats = match_book(scan.names, lookup, starts)
+            repeats = match_book(scan.names, text, lookup, starts)
             own, repeats = new_names(own, repeats)
             for key, type_, start, end in repeats:
                 holds[(key, type_)] = None

@@ -38,10 +38,10 @@ Linear in the text: every run and look-ahead is bounded.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from streams.engine.words import is_ordinary, is_proper
+from streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
 
 __all__ = [
     "CALLING_WORDS",
@@ -126,6 +126,8 @@ VERSUS: frozenset[str] = word_set("vs v versus")
 CALLING_WORDS: frozenset[str] = frozenset({"called", "named"})
 """The words after these (or after ``name is``) are a name, whatever their case."""
 
+_TRIGGER_WORDS = CALLING_WORDS | VERSUS
+
 DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "said", "same"})
 
 GREETINGS: frozenset[str] = word_set(
@@ -159,6 +161,13 @@ _WORD = re.compile(r"[^\W_]{1,64}+")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
 _INITIAL_GAPS = frozenset({". ", "."})
+# A capitalised word (not an acronym: "API", "INC-4411" start no name alone) inside a
+# sentence, or two capitalised words in a row.
+_CAPITAL_INSIDE = re.compile(
+    r"[^\s.!?:;]\s{1,3}+[A-Z][a-z]"
+    r"|[A-Z][\w'\u2019]*+[ \t]{1,3}+[A-Z][a-z]"
+    r"|[A-Z][a-z][\w'\u2019]*+[ \t]{1,3}+[A-Z]"
+)
 _DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
@@ -201,8 +210,13 @@ class NameScan(NamedTuple):
     of the text (cacheable like :class:`streams.engine.referents.Scan`)."""
 
     names: tuple[FoundName, ...]
-    words: tuple[Word, ...]
-    cased: bool
+    folded: frozenset[str]
+    """The text's words, case-folded: a book whose entries start with none of them
+    is not asked about this text at all."""
+    words: tuple[Word, ...] | None
+    """Every word with what the rules read around it; None when a quick look found
+    nothing that could start a name (:func:`match_book` then reads the text again
+    if the book asks)."""
 
 
 BookLookup = Callable[[str], "tuple[str, str] | None"]
@@ -247,7 +261,7 @@ def _words(text: str) -> list[Word]:
     return words
 
 
-def _is_cased(words: list[Word]) -> bool:
+def _is_cased(words: Sequence[Word]) -> bool:
     """A text is cased when it has lower-case words and is not in title case: nine in
     ten of its words of 4+ letters capitalised, and its short function words too (a
     sentence full of names, "Adam E. Pollock is a Psychologist in San Francisco",
@@ -515,7 +529,7 @@ def _known_word(folded: str) -> bool:
     return is_ordinary(folded) or is_proper(folded) or folded in NAME_JOINERS
 
 
-def _place_after(words: tuple[Word, ...] | list[Word], first: int, end: int) -> bool:
+def _place_after(words: Sequence[Word], first: int, end: int) -> bool:
     """A run without a head noun right after ``in``, ``from``, ``to``... (a determiner
     between) or a house number: a place used as a location (``a train to Cambridge``,
     ``in San Diego``, ``leaving from stevenage``). After ``in``, ``to`` or a house
@@ -555,7 +569,7 @@ def _resolve(candidates: list[tuple[int, int, str]]) -> list[tuple[int, int, str
     return chosen
 
 
-def _type_of(words: list[Word], first: int, end: int) -> tuple[str, int]:
+def _type_of(words: Sequence[Word], first: int, end: int) -> tuple[str, int]:
     last = words[end - 1]
     if _head(last.folded):
         return last.folded, last.start
@@ -589,8 +603,26 @@ def distinctive_part(folded: list[str]) -> str:
     return " ".join(part) if _may_stand_alone(part) else ""
 
 
+def _may_name(text: str, folded: frozenset[str]) -> bool:
+    """Whether anything in the text could start a name: a capitalised word inside a
+    sentence or two in a row, a word the vocabulary does not have, ``called`` and
+    its kin, ``vs``. Set operations and one regex, all in C: most texts of an
+    agent's context end here."""
+    unknown = folded - ORDINARY_WORDS - _STOP - GREETINGS
+    # A distinctive word of 4+ letters is a name alone; one of 3 needs a head noun.
+    shortest = 3 if folded & HEAD_NOUNS else 4
+    if any(len(word) >= shortest and word.isalpha() for word in unknown):
+        return True
+    if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
+        return True
+    return _CAPITAL_INSIDE.search(text) is not None
+
+
 def scan_names(text: str) -> NameScan:
     """The names of one text (see the module's rules), in text order."""
+    seen = frozenset(map(str.casefold, _WORD.findall(text)))
+    if not _may_name(text, seen):
+        return NameScan((), seen, None)
     words = _words(text)
     cased = _is_cased(words)
     finder = _Finder(text, words, cased)
@@ -616,7 +648,7 @@ def scan_names(text: str) -> NameScan:
         if origin == "loose" and _may_stand_alone(folded[1:]):
             parts.append(" ".join(folded[1:]))
         names.append(FoundName(key, type_, surface, start, tuple(p for p in parts if p), type_at))
-    return NameScan(tuple(names), tuple(words), cased)
+    return NameScan(tuple(names), seen, tuple(words))
 
 
 def book_entries(names: tuple[FoundName, ...]) -> list[tuple[str, str, str, bool]]:
@@ -634,7 +666,7 @@ MAX_ENTRY_WORDS = 8
 
 
 def match_book(
-    scan: NameScan, lookup: BookLookup, first_words: Callable[[str], bool]
+    scan: NameScan, text: str, lookup: BookLookup, first_words: Callable[[str], bool]
 ) -> list[tuple[str, str, int, int]]:
     """The book's names a text repeats, as ``(key, type, start, end)`` (offsets of the
     repeat in the text), in text order.
@@ -643,9 +675,12 @@ def match_book(
     its name, unless the next word is another name word (capitalised, in a cased
     text: ``Cambridge Artworks``) or a location word (``Magdalene Street``).
     ``first_words`` tells whether any entry starts with a word, so most words
-    cost one test. The longest entry at a place wins.
+    cost one test (each distinct word once). The longest entry at a place wins.
     """
-    words = scan.words
+    if not any(first_words(word) for word in scan.folded):
+        return []
+    words = scan.words if scan.words is not None else tuple(_words(text))
+    cased = _is_cased(words)
     size = len(words)
     found: list[tuple[str, str, int, int]] = []
     i = 0
@@ -662,7 +697,7 @@ def match_book(
             value = lookup(entry)
             if (
                 value is not None
-                and not _blocked_after(scan, last)
+                and not _blocked_after(words, cased, last)
                 and (
                     _head(words[last - 1].folded)
                     or _head_after(words, last)
@@ -680,19 +715,18 @@ def match_book(
     return found
 
 
-def _blocked_after(scan: NameScan, end: int) -> bool:
-    words = scan.words
+def _blocked_after(words: Sequence[Word], cased: bool, end: int) -> bool:
     if end >= len(words) or not words[end].joined:
         return False
     following = words[end]
     if _head(following.folded):
         return False  # the same name with its kind: "Bourbon Steak Restaurant"
-    return (scan.cased and following.capital and not following.sentence_start) or (
+    return (cased and following.capital and not following.sentence_start) or (
         following.folded in LOCATION_WORDS
     )
 
 
-def _head_after(words: tuple[Word, ...], end: int) -> bool:
+def _head_after(words: Sequence[Word], end: int) -> bool:
     return end < len(words) and words[end].joined and _head(words[end].folded)
 
 

@@ -412,7 +412,7 @@ def extract(
     own = scan.names.names
     names = [Name(found.key, found.type, found.surface, found.start) for found in own]
     if book is not None:
-        repeats = match_book(scan.names, book.get, book.starts)
+        repeats = match_book(scan.names, text, book.get, book.starts)
         own, repeats = new_names(own, repeats)
         names = [Name(found.key, found.type, found.surface, found.start) for found in own]
         names.extend(Name(key, type_, text[start:end], start) for key, type_, start, end in repeats)
@@ -472,11 +472,13 @@ def _names(text: str, scanner: _Scanner, typed: TypedValues) -> NameScan:
     """The text's names, without those inside identifiers, URLs and code, plus the
     names under JSON name fields."""
     found = scan_names(text)
+    if not found.names and not typed.fields:
+        return found
     taken = _merged(
         [(start, start + len(surface)) for _, _, surface, start in scanner.identifiers]
         + scanner.opaque
+        + list(typed.claimed)
     )
-    taken = _merged(taken + list(typed.claimed))
     kept = [
         name
         for name in found.names

@@ -1,0 +1,122 @@
+"""Extraction cost per ``span.added``: the extractor of a baseline commit and today's,
+same run, on unique texts (no scan cache).
+
+``python -m bench.engine.extraction [--baseline REV] [--texts N] [--runs R]``
+
+The baseline's ``streams/engine/referents.py`` is read from git (``git show``) and
+loaded as a module of its own (it imports only the standard library); today's runs
+as the engine runs it: :func:`~streams.engine.referents.scan_text`, the anaphors for
+the session's known types, and the name book's repeats. Texts are the mixed
+workload's (user, tool and assistant templates, bench/engine/text.py) with a serial
+number each, so no cache of either side helps. Runs alternate between the two
+sides (the same drift of the machine for both); the figure is the median per text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+
+from bench.engine.text import ASSISTANT_TEMPLATES, TOOL_TEMPLATES, USER_TEMPLATES, TextGen
+from streams.cli.process import tune_gc
+from streams.engine.names import NameBook, match_book
+from streams.engine.referents import find_anaphors, scan_text
+
+DEFAULT_BASELINE = "de61735"
+"""The last commit before contract 1.2's extractor (issue 29)."""
+
+KNOWN_TYPES = frozenset({"account", "ticket", "order", "invoice", "house", "hotel"})
+
+
+def texts(count: int, seed: int = 5) -> list[str]:
+    """Unique span texts like the mixed workload's."""
+    gen = TextGen(random.Random(seed))
+    templates = (USER_TEMPLATES, TOOL_TEMPLATES, ASSISTANT_TEMPLATES)
+    return [f"{gen.text(templates[i % 3])} (#{i})" for i in range(count)]
+
+
+def load_baseline(rev: str) -> ModuleType:
+    """The referents module as it was at ``rev``, loaded under a name of its own."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:streams/engine/referents.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "baseline_referents.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("baseline_referents", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_referents"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def baseline_step(module: ModuleType) -> Callable[[str], object]:
+    """One text through the baseline extractor as its engine ran it."""
+
+    def step(text: str) -> object:
+        scan = module.scan_text(text)
+        return module.find_anaphors(scan.phrases, KNOWN_TYPES)
+
+    return step
+
+
+def current_step() -> Callable[[str], object]:
+    """One text through today's extractor as the engine runs it (with a session's
+    name book that has learnt every name so far)."""
+    book = NameBook()
+
+    def step(text: str) -> object:
+        scan = scan_text(text)
+        anaphors = find_anaphors(scan.phrases, KNOWN_TYPES)
+        repeats = match_book(scan.names, text, book.get, book.starts)
+        book.learn(scan.names.names)
+        return anaphors, repeats
+
+    return step
+
+
+def per_text_us(step: Callable[[str], object], sample: Sequence[str]) -> float:
+    """Microseconds per text for one pass over ``sample``."""
+    started = time.perf_counter()
+    for text in sample:
+        step(text)
+    return (time.perf_counter() - started) / len(sample) * 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure and print both sides and their ratio."""
+    parser = argparse.ArgumentParser(prog="python -m bench.engine.extraction")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare")
+    parser.add_argument("--texts", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args(argv)
+    tune_gc()
+    sample = texts(args.texts)
+    old = load_baseline(args.baseline)
+    before: list[float] = []
+    after: list[float] = []
+    for _ in range(args.runs):
+        before.append(per_text_us(baseline_step(old), sample))
+        after.append(per_text_us(current_step(), sample))
+    base, now = statistics.median(before), statistics.median(after)
+    print(f"extraction per span.added, {args.texts} unique texts, median of {args.runs} runs")
+    print(f"  baseline {args.baseline}: {base:.1f} us")
+    print(f"  today:            {now:.1f} us")
+    print(f"  ratio:            {now / base:.2f}x (target <= 1.5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

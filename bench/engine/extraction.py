@@ -80,7 +80,7 @@ def current_step() -> Callable[[str], object]:
     def step(text: str) -> object:
         scan = scan_text(text)
         anaphors = find_anaphors(scan.phrases, KNOWN_TYPES)
-        repeats = match_book(scan.names, text, book.get, book.starts)
+        repeats = match_book(scan.names, text, book.get, book.firsts.__contains__)
         book.learn(scan.names.names)
         return anaphors, repeats
 

@@ -677,7 +677,7 @@ def match_book(
     ``first_words`` tells whether any entry starts with a word, so most words
     cost one test (each distinct word once). The longest entry at a place wins.
     """
-    if not any(first_words(word) for word in scan.folded):
+    if not any(map(first_words, scan.folded)):
         return []
     words = scan.words if scan.words is not None else tuple(_words(text))
     cased = _is_cased(words)

@@ -412,7 +412,7 @@ def extract(
     own = scan.names.names
     names = [Name(found.key, found.type, found.surface, found.start) for found in own]
     if book is not None:
-        repeats = match_book(scan.names, text, book.get, book.starts)
+        repeats = match_book(scan.names, text, book.get, book.firsts.__contains__)
         own, repeats = new_names(own, repeats)
         names = [Name(found.key, found.type, found.surface, found.start) for found in own]
         names.extend(Name(key, type_, text[start:end], start) for key, type_, start, end in repeats)

@@ -29,6 +29,9 @@ __all__ = ["IDENTIFYING_FIELDS", "FieldValue", "Phone", "TypedValues", "field_no
 # Groups of 1-8 digits split by one separator, an optional country code and an
 # area code in brackets: every way people write a phone number.
 _PHONE = re.compile(
+    # Ten phone characters ahead, checked first: most digit runs ("10:30", "2026")
+    # fail here, in C, before a match object is built.
+    r"(?=[+(]?\d[\d ().\-]{9})"
     r"(?<![\w+.\-/])(?:\+\d{1,3}+[ .\-]?)?(?:\(\d{1,5}+\)[ .\-]?)?"
     r"\d{1,8}+(?:[ .\-]\d{1,8}+){0,5}+(?![\w\-]|\.\d)"
 )
@@ -134,7 +137,8 @@ def find_typed(text: str) -> TypedValues:
                     claimed.append((start, match.end(group)))
                 continue
             type_, is_name = noun
-            stripped = value.strip()
+            # "#W4018320" is the id W4018320, as the word scanner reads it in prose.
+            stripped = value.strip() if is_name else value.strip().lstrip("#")
             if not stripped or not any(c.isalnum() for c in stripped):
                 continue
             start += value.index(stripped)

@@ -115,3 +115,23 @@ def test_the_checks_read_the_page() -> None:
     ]
     assert "scores_invalidated" in _all_fields()
     assert "value_b64" in _all_fields()
+
+
+def test_every_word_list_of_the_extractor_is_documented_word_for_word() -> None:
+    from streams.engine import names, referents, typed_values
+
+    modules = {"names": names, "referents": referents, "typed_values": typed_values}
+    documented = dict(re.findall(r"^- `(\w+\.\w+)`: .*? Words: (.*)\.$", _text(), re.M))
+    expected = {
+        "names.HEAD_NOUNS", "names.COMPOUND_HEADS", "names.LOCATION_WORDS",
+        "names.LOCATION_PREPOSITIONS", "names.TRAVEL_PREPOSITIONS", "names.PLACE_PREFIXES",
+        "names.NAME_JOINERS", "names.VERSUS", "names.CALLING_WORDS", "names.GREETINGS",
+        "referents.NEVER_ANAPHOR_TYPES", "referents.VALUE_TYPES", "referents.AMOUNT_WORDS",
+        "referents.CURRENCY_WORDS", "typed_values.IDENTIFYING_FIELDS",
+    }  # fmt: skip
+    assert set(documented) == expected
+    for name, words in documented.items():
+        module, constant = name.split(".")
+        value = getattr(modules[module], constant)
+        in_code = {" ".join(item) if isinstance(item, tuple) else item for item in value}
+        assert set(words.split(", ")) == in_code, name

@@ -2,10 +2,17 @@
 
 Shared code, on purpose: the contract says "the project's extractor module is
 the reference implementation of these rules (the client side uses the same
-code)", so the identifier and anaphor rules are taken from the pure function
-:func:`streams.engine.referents.extract` and nothing else of
-:mod:`streams.engine` is used by the reference model. Everything built on top
-(binding, resolution, pinning) is re-derived here from the contract.
+code)", so the identifier, name and anaphor rules are taken from the pure
+function :func:`streams.engine.referents.extract`, with the session's name
+book as that function keeps it (:class:`streams.engine.names.NameBook`, raw
+keys: the reference never hashes). Nothing else of :mod:`streams.engine` is
+used by the reference model. Everything built on top (binding, resolution,
+pinning) is re-derived here from the contract.
+
+Contract 1.2: the extractor "runs once per text, in event order (a rewrite's
+entries in snapshot order), and keeps one name book per session". Callers
+call :func:`from_text` exactly so: once for every ``span.added`` with text
+and every rewritten entry with text, in that order, with the session's book.
 """
 
 from __future__ import annotations
@@ -14,7 +21,18 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from schemas import MentionIn, Referent
+from streams.engine.names import NameBook
 from streams.engine.referents import extract
+
+__all__ = [
+    "Mention",
+    "NameBook",
+    "Referents",
+    "canonical_key",
+    "copy_book",
+    "from_harness",
+    "from_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +71,26 @@ def canonical_key(key: str) -> str:
     return key.lower() if key.startswith("hmac-sha256:") else key.casefold()
 
 
-def from_text(text: str, known_types: Set[str]) -> Referents:
-    """Referents the built-in extractor finds in ``text``; ``known_types`` are
-    the types the session introduced so far (for anaphors)."""
-    found = extract(text, frozenset(known_types))
+def from_text(text: str, known_types: Set[str], book: NameBook) -> Referents:
+    """Referents the built-in extractor finds in ``text``: its identifiers and its
+    names (those it introduces and the book's names it repeats, under the full
+    name's key) are held, its anaphors mentioned. ``known_types`` are the types
+    the session introduced so far (for anaphors); ``book`` is the session's name
+    book, which learns the text's new names (so call this once per text, in the
+    session's order)."""
+    found = extract(text, frozenset(known_types), book)
     holds = tuple((item.key, item.type) for item in found.identifiers)
+    holds += tuple((item.key, item.type) for item in found.names)
     mentions = tuple(Mention(None, item.type) for item in found.anaphors)
     return Referents(holds, mentions)
+
+
+def copy_book(book: NameBook) -> NameBook:
+    """An independent copy of a name book (a planner tries events on a copy)."""
+    copy = NameBook()
+    copy.entries = dict(book.entries)
+    copy.firsts = set(book.firsts)
+    return copy
 
 
 def from_harness(

@@ -127,7 +127,7 @@ def _check_seq(session: Session, seq: int) -> list[Outcome]:
 def _add(session: Session, event: SpanAdded) -> list[Outcome]:
     referents = from_harness(event.introduces, event.mentions)
     if event.text is not None:
-        referents = from_text(event.text, session.known_types).plus(referents)
+        referents = from_text(event.text, session.known_types, session.names).plus(referents)
     parents = tuple(event.derived_from or ())
     counter = 1 + max(session.counter_of(p) for p in parents) if parents else 0
     session.arrivals += 1

@@ -100,7 +100,7 @@ def _referents(
         # keeps what it held and mentioned, the harness's lists included.
         return old.referents.plus(own)
     if entry.text is not None:
-        return from_text(entry.text, session.known_types).plus(own)
+        return from_text(entry.text, session.known_types, session.names).plus(own)
     if old is not None:
         return old.referents.plus(own)
     inherited = Referents()

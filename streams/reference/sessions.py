@@ -17,6 +17,23 @@ from typing import Any
 IDENTIFIERS = ("8841-C", "INC-4411", "ops@example.com", "/var/log/app.log", "B-77")
 TYPES = ("account", "incident", "ticket", "vendor")
 QUERIES = (None, None, None, "a" * 64, "b" * 64)
+NAMED = (
+    # Names (contract 1.2) in both cases, shortened, and phrases naming their type...
+    "I'd suggest Warkworth House, it is quiet.",
+    "What is the phone number of warkworth house?",
+    "Is the Warkworth still free?",
+    "The Acorn Guest House has parking.",
+    "Book the acorn guest house for two nights.",
+    "Does the Acorn take dogs?",
+    "That house looks nice.",
+    "I would rather stay at the guest house.",
+    "There is also a place called allenbell.",
+    # ...codes, phones and tool results, and a city used as a location.
+    "Your reference is EZNVJAPG.",
+    "The phone number is 01223 356354.",
+    'get_reservation: {"reservation_id": "NO6JO3", "hotel_name": "Warkworth House", "price": 1268}',
+    "Take a train to Cambridge at 10:30.",
+)
 
 
 def sha(text: str) -> str:
@@ -82,6 +99,28 @@ class SessionWriter:
         return self.event("eviction.requested", request_id=f"req{len(self.lines)}", **extra)
 
 
+def named_rewrite(summary_first: bool) -> SessionWriter:
+    """A session whose rewrite creates a summary introducing a name through a tool
+    result (``"hotel_name": "Golden Lodge"``) and modifies a span to repeat it in
+    lower case ("the golden lodge": ordinary words, a name only as a repeat of the
+    book), the summary first or last in the snapshot; then the summary is a
+    candidate for eviction. Contract 1.2 extracts a rewrite's entries in snapshot
+    order: only with the summary first does the repeat hold the name (and pin it)."""
+    w = SessionWriter()
+    w.add("u1", "Hello there.", 0)
+    w.add("u2", "I need a room for tonight.", 1)
+    found = 'find_hotel: {"hotel_name": "Golden Lodge", "price": 120}'
+    summary = {"span_id": "sum1", "text": found, "tokens": 5}
+    modified = {"span_id": "u2", "text": "Is the golden lodge still free tonight?", "tokens": 7}
+    context = [summary, modified] if summary_first else [modified, summary]
+    w.rewrite(
+        [{"span_id": "u1", "text": "Hello there.", "tokens": 10}, *context],
+        declared_modified=["u2"],
+    )
+    w.evict(candidates=["sum1"], basis="recency")
+    return w
+
+
 def _text(rng: random.Random) -> str:
     """Agent-like text holding 0-2 identifiers and maybe an anaphor."""
     words = ["Checked", "the", "logs", "and", "replied."]
@@ -89,6 +128,8 @@ def _text(rng: random.Random) -> str:
         words += [rng.choice(TYPES), rng.choice(IDENTIFIERS), "is", "open."]
     if rng.random() < 0.5:
         words += ["Please", "look", "at", rng.choice(("that", "the", "this")), rng.choice(TYPES)]
+    if rng.random() < 0.5:
+        words.append(rng.choice(NAMED))
     return " ".join(words)
 
 

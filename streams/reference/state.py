@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from streams.reference.extract import Mention, Referents
+from streams.reference.extract import Mention, NameBook, Referents, copy_book
 
 REWRITE_OF_REWRITE_AT = 2
 """The contract's default: a counter reaching 2 raises ``REWRITE_OF_REWRITE``."""
@@ -65,6 +65,8 @@ class Session:
     spans: dict[str, Span] = field(default_factory=dict)
     gone: dict[str, Gone] = field(default_factory=dict)
     known_types: set[str] = field(default_factory=set)
+    names: NameBook = field(default_factory=NameBook)
+    """The name book (contract 1.2): every name the session's texts introduced, raw."""
     last_seq: int | None = None
     recent_ids: list[str] = field(default_factory=list)
     arrivals: int = 0
@@ -78,6 +80,7 @@ class Session:
             spans={span_id: replace(span) for span_id, span in self.spans.items()},
             gone=dict(self.gone),
             known_types=set(self.known_types),
+            names=copy_book(self.names),
             last_seq=self.last_seq,
             recent_ids=list(self.recent_ids),
             arrivals=self.arrivals,

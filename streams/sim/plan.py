@@ -146,6 +146,15 @@ class Live:
         """Entity types the session introduced so far (anaphors may name them)."""
         return frozenset(self.session.known_types)
 
+    def names(self) -> dict[str, str]:
+        """The session's name book as :func:`~streams.sim.texts.compose` reads it: the
+        key of every name the session's texts introduced -> its type there."""
+        return {
+            value[0]: value[1]
+            for value in self.session.names.entries.values()
+            if value is not None and not value[2]
+        }
+
     def mean_before(self) -> float | None:
         """Mean bound score before the last rewrite, while its drift window is open."""
         window = self.session.drift_before

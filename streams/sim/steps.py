@@ -73,7 +73,8 @@ class Steps:
         prefix = {"user": "u", "tool": "t", "assistant": "a", "call": "c"}[beat.role]
         span_id = self.new_id(st, prefix)
         known = frozenset(st.live.known_types())
-        text = compose(beat.forms[0], slots, known)
+        slots = slots[: len(beat.slots)]
+        text = compose(beat.forms[0], slots, known, book=st.live.names())
         st.content[span_id] = SpanContent(beat.role, beat.forms, slots, 0, text.text)
         role = "assistant" if beat.role == "call" else beat.role
         p.run(AddOp(span_id, text, role, st.live.next_position(), known), intend)
@@ -282,7 +283,7 @@ class Steps:
         return self.rng.choice(runs)
 
     def _summary(
-        self, p: Planner, parents: Sequence[str], known: frozenset[str]
+        self, p: Planner, parents: Sequence[str], known: frozenset[str], book: dict[str, str]
     ) -> tuple[str, SpanContent, Text]:
         st = p.state
         entities: dict[str, Entity] = {}
@@ -297,11 +298,11 @@ class Steps:
             forms = SUMMARY_EMPTY
         budget = sum(p.live.spans[s].tokens for s in parents)
         level = 0
-        text = compose(forms[0], slots, known)
+        text = compose(forms[0], slots, known, book=book)
         # A summary is shorter than what it replaces when it can be.
         while text.tokens >= budget and level + 1 < len(forms):
             level += 1
-            text = compose(forms[level], slots, known)
+            text = compose(forms[level], slots, known, book=book)
         span_id = self.new_id(st, "sum")
         return span_id, SpanContent("summary", forms, slots, level, text.text), text
 
@@ -326,6 +327,8 @@ class Steps:
         it changed or merged, as they were) or None when it cannot be built."""
         st, model = p.state, p.live
         known = model.known_types()
+        # Every name a rewrite writes was introduced before it: the book at its start.
+        book = model.names()
         first_of: dict[str, int] = {}
         merged: set[str] = set()
         for g, group in enumerate(merges):
@@ -358,9 +361,9 @@ class Steps:
                 if sid not in first_of:
                     continue
                 parents = sorted(merges[first_of[sid]], key=lambda s: model.spans[s].order)
-                new_id, content, text = self._summary(p, parents, known)
+                new_id, content, text = self._summary(p, parents, known, book)
                 if summary == "long":
-                    text = self._ballooned(p, parents, content, known)
+                    text = self._ballooned(p, parents, content, known, book)
                     content.text = text.text
                 elif summary == "empty":
                     text = compose("", (), known)
@@ -390,7 +393,7 @@ class Steps:
                 # The paraphrasing model may write the identifiers in a new surface
                 # form (``inc-4411``): the same keys, so nothing may be lost.
                 fold = content.folded or self.rng.random() < 0.4
-                text = compose(content.forms[level], content.slots, known, fold)
+                text = compose(content.forms[level], content.slots, known, fold, book)
                 new_content[sid] = SpanContent(
                     content.role, content.forms, content.slots, level, text.text, fold
                 )
@@ -424,15 +427,20 @@ class Steps:
         return True
 
     def _ballooned(
-        self, p: Planner, parents: Sequence[str], content: SpanContent, known: frozenset[str]
+        self,
+        p: Planner,
+        parents: Sequence[str],
+        content: SpanContent,
+        known: frozenset[str],
+        book: dict[str, str],
     ) -> Text:
         """A summarizer that restates its sources at length: longer than all of them."""
         budget = sum(p.live.spans[s].tokens for s in parents)
         template = content.forms[0]
-        text = compose(template, content.slots, known)
+        text = compose(template, content.slots, known, book=book)
         while text.tokens <= budget:
-            template += " Restated once more at length."
-            text = compose(template, content.slots, known)
+            template += " Said once more, at length."
+            text = compose(template, content.slots, known, book=book)
         return text
 
     def compaction(

@@ -18,7 +18,7 @@ from streams.engine.engine import Engine, Source
 from streams.reference.compare import first_divergence, shrink
 from streams.reference.model import ReferenceModel
 from streams.reference.outcome import Rejected
-from streams.reference.sessions import SessionWriter, interleave, random_session
+from streams.reference.sessions import SessionWriter, interleave, named_rewrite, random_session
 from streams.sim import SimConfig, simulate
 
 RANDOM_SESSIONS = 1500
@@ -171,3 +171,28 @@ def test_past_the_duplicate_window_an_event_id_is_new() -> None:
         reached += any(small.process(line) != large.process(line) for line in replayed)
     assert failures == [], "\n\n".join(failures[:3])
     assert reached > 0
+
+
+@pytest.mark.parametrize("summary_first", [True, False])
+def test_a_rewrite_teaches_the_name_book_in_snapshot_order(summary_first: bool) -> None:
+    # The engine extracts a rewrite's modified and created entries in snapshot order,
+    # as the contract says: a created summary before a modified span that shortens the
+    # name it introduces ("the Warkworth") is pinned for it, after it is not.
+    lines = named_rewrite(summary_first).lines
+    divergence = first_divergence(lines, _engine())
+    assert divergence is None, divergence.describe()
+
+
+def test_names_and_rewrites_in_snapshot_order_agree() -> None:
+    # Random sessions whose texts carry names (cased, lower case, shortened), phones,
+    # codes and JSON values, with summaries created before modified spans: the engine
+    # extracts a rewrite's texts in snapshot order, like the reference.
+    named = 0
+    failures: list[tuple[int, list[bytes]]] = []
+    for seed in range(20000, 20200):
+        lines = random_session(random.Random(seed), f"n{seed}", 60)
+        named += sum(b"Warkworth" in line or b"warkworth" in line for line in lines)
+        if first_divergence(lines, _engine()) is not None:
+            failures.append((seed, lines))
+    assert named > 100
+    assert failures == [], "\n\n".join(_report(seed, lines) for seed, lines in failures[:3])

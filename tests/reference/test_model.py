@@ -2,7 +2,7 @@
 
 from streams.reference.model import ReferenceModel
 from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute, Rejected
-from streams.reference.sessions import SessionWriter, sha
+from streams.reference.sessions import SessionWriter, named_rewrite, sha
 
 
 def run(writer: SessionWriter) -> list[list[Outcome]]:
@@ -113,3 +113,30 @@ def test_bad_lines_are_rejected_with_their_reason() -> None:
     w = SessionWriter()
     w.add("a", "one", 0, text_sha256=sha("two"))
     assert model.process(w.lines[0]) == [Rejected("HASH_MISMATCH")]
+
+
+def test_a_rewrite_is_extracted_in_snapshot_order_with_the_name_book() -> None:
+    # Contract 1.2: once per text, "a rewrite's entries in snapshot order". The summary
+    # before u2 teaches the book "Golden Lodge": u2's "the golden lodge" then repeats
+    # it and needs the summary. After u2, the summary comes too late: ordinary words
+    # in lower case are no name of their own, and nothing is pinned.
+    outcomes = run(named_rewrite(summary_first=True))[-1]
+    assert Pin("sum1", frozenset({"u2"})) in outcomes
+    assert decision(outcomes).refused == {("sum1", "PINNED")}
+    late = run(named_rewrite(summary_first=False))[-1]
+    assert not [o for o in late if isinstance(o, Pin)]
+    assert decision(late).committed == {"sum1"}
+
+
+def test_names_in_any_case_and_their_short_forms_pin_the_introduction() -> None:
+    w = SessionWriter()
+    w.add("a1", "I'd suggest Warkworth House, it is quiet.", 0)
+    w.add("t1", 'find_hotel: {"hotel_name": "Allenbell Lodge", "price": 120}', 1)
+    w.add("u1", "What is the phone number of warkworth house?", 2)
+    w.add("u2", "Does the Allenbell have parking?", 3)
+    w.add("u3", "Take a train to Cambridge at 10:30.", 4)
+    w.evict(candidates=["a1", "t1", "u3"], basis="recency")
+    outcomes = run(w)[-1]
+    assert Pin("a1", frozenset({"u1"})) in outcomes
+    assert Pin("t1", frozenset({"u2"})) in outcomes
+    assert decision(outcomes).committed == {"u3"}  # a city used as a location holds nothing

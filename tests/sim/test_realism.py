@@ -15,6 +15,7 @@ import pytest
 
 from schemas import OutputEvent
 from streams.engine.engine import Engine, Source
+from streams.engine.names import NameBook
 from streams.engine.referents import extract
 from streams.reference.compare import first_divergence, outcomes_of
 from streams.reference.outcome import Fault
@@ -144,9 +145,11 @@ def test_agent_texts_are_deterministic_and_hold_what_they_say() -> None:
     assert {m.role for m in first} == {"user", "tool", "assistant"}
     known: set[str] = set()
     anaphors = 0
+    book = NameBook()
     for message in first:
-        found = extract(message.text.text, frozenset(known))
-        assert {(i.key, i.type) for i in found.identifiers} == set(message.text.holds)
+        found = extract(message.text.text, frozenset(known), book)
+        held = {(i.key, i.type) for i in found.identifiers} | {(n.key, n.type) for n in found.names}
+        assert held == set(message.text.holds)
         assert [a.type for a in found.anaphors] == list(message.text.anaphors)
         anaphors += len(message.text.anaphors)
         known.update(t for _, t in message.text.holds)

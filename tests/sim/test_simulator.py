@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from schemas import INPUT_ADAPTER, FaultKind
+from streams.engine.names import NameBook
 from streams.engine.referents import extract
 from streams.sim import (
     INJECTIONS,
@@ -161,16 +162,21 @@ def _first_deliveries(lines: list[bytes]) -> list[dict[str, object]]:
 
 def test_texts_hold_exactly_what_the_generator_says(fleet: SimulatedFleet) -> None:
     """The truth rests on the generator knowing each text's referents: the
-    contract's extractor must find exactly those, nothing more (no false
-    positives to make healthy sessions noisy)."""
+    contract's extractor, run once per text in each session's order with the
+    session's name book (contract 1.2), must find exactly those identifiers and
+    names, nothing more (no false positives to make healthy sessions noisy)."""
     assert len(fleet.texts) > 500
-    anaphors = 0
+    anaphors = names = 0
+    books: dict[str, NameBook] = defaultdict(NameBook)
     for record in fleet.texts:
-        found = extract(record.text, record.known)
-        assert {(i.key, i.type) for i in found.identifiers} == set(record.holds), record
+        found = extract(record.text, record.known, books[record.session_id])
+        held = {(i.key, i.type) for i in found.identifiers} | {(n.key, n.type) for n in found.names}
+        assert held == set(record.holds), record
         assert [a.type for a in found.anaphors] == list(record.anaphors), record
         anaphors += len(record.anaphors)
+        names += len(found.names)
     assert anaphors > 100
+    assert names > 100
 
 
 def test_compose_records_only_anaphors_of_known_types() -> None:

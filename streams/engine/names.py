@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import NamedTuple
 
 from streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
@@ -158,6 +159,7 @@ last word of a name."""
 
 # A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
 _WORD = re.compile(r"[^\W_]{1,64}+")
+_GAP_WORD = re.compile(r"([\W_]*+)([^\W_]{1,64}+)")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
 _INITIAL_GAPS = frozenset({". ", "."})
@@ -205,6 +207,9 @@ class FoundName(NamedTuple):
     type_at: int = -1
 
 
+_new_word = partial(tuple.__new__, Word)  # a Word from its fields, in C
+
+
 class NameScan(NamedTuple):
     """The names of one text and what :func:`match_book` reads of it. A pure function
     of the text (cacheable like :class:`streams.engine.referents.Scan`)."""
@@ -233,31 +238,27 @@ def name_key(words: list[str] | tuple[str, ...]) -> str:
 
 
 def _words(text: str) -> list[Word]:
+    """Every word of the text with what the rules read around it (one C pass for the
+    words and the gaps before them; a plain space, the common gap, costs no regex)."""
     words: list[Word] = []
-    previous_end = 0
-    for match in _WORD.finditer(text):
-        start = match.start()
-        gap = text[previous_end:start]
-        word = match.group()
-        # An initial's dot ("Ellen M. Sanford") neither ends a sentence nor the name.
-        initial = (
-            bool(words)
-            and gap in _INITIAL_GAPS
-            and len(words[-1].folded) == 1
-            and words[-1].capital
-            and word[0].isupper()
-        )
-        words.append(
-            Word(
-                word.casefold(),
-                start,
-                match.end(),
-                word[0].isupper(),
-                not words or (not initial and _SENTENCE_END.search(gap) is not None),
-                bool(words) and (initial or _JOIN_GAP.fullmatch(gap) is not None),
-            )
-        )
-        previous_end = match.end()
+    position = 0
+    previous: Word | None = None
+    for gap, word in _GAP_WORD.findall(text):
+        start = position + len(gap)
+        position = start + len(word)
+        capital = word[0].isupper()
+        if previous is None:
+            sentence_start, joined = True, False
+        elif gap == " ":
+            sentence_start, joined = False, True
+        elif gap in _INITIAL_GAPS and capital and previous.capital and len(previous.folded) == 1:
+            # An initial's dot ("Ellen M. Sanford") neither ends a sentence nor the name.
+            sentence_start, joined = False, True
+        else:
+            sentence_start = _SENTENCE_END.search(gap) is not None
+            joined = _JOIN_GAP.fullmatch(gap) is not None
+        previous = _new_word((word.casefold(), start, position, capital, sentence_start, joined))
+        words.append(previous)
     return words
 
 
@@ -276,15 +277,11 @@ def _is_cased(words: Sequence[Word]) -> bool:
     return sum(1 for w in short if w.capital) * 2 < len(short)
 
 
-def _distinctive(word: Word) -> bool:
-    folded = word.folded
-    return (
-        folded.isalpha()
-        and len(folded) >= 3
-        and folded not in _STOP
-        and folded not in GREETINGS
-        and not is_ordinary(folded)
-    )
+def _distinctive_words(seen: frozenset[str]) -> frozenset[str]:
+    """The text's distinctive words: alphabetic, 3+ letters, not ordinary vocabulary,
+    not function words or greetings (set differences, in C)."""
+    unknown = seen - ORDINARY_WORDS - _STOP - GREETINGS
+    return frozenset(word for word in unknown if len(word) >= 3 and word.isalpha())
 
 
 def _head(folded: str) -> bool:
@@ -294,12 +291,13 @@ def _head(folded: str) -> bool:
 class _Finder:
     """One text's name candidates as word ranges, before overlaps are resolved."""
 
-    __slots__ = ("candidates", "cased", "text", "words")
+    __slots__ = ("candidates", "cased", "distinct", "text", "words")
 
-    def __init__(self, text: str, words: list[Word], cased: bool) -> None:
+    def __init__(self, text: str, words: list[Word], cased: bool, distinct: frozenset[str]) -> None:
         self.text = text
         self.words = words
         self.cased = cased
+        self.distinct = distinct
         # (first, end, origin): word range [first, end) of a name, and which rule
         # found it (see _ORIGINS).
         self.candidates: list[tuple[int, int, str]] = []
@@ -408,7 +406,7 @@ class _Finder:
             first > 0
             and words[first].joined
             and words[first - 1].folded.isdecimal()
-            and (_head(words[end - 1].folded) or any(_distinctive(w) for w in span))
+            and (_head(words[end - 1].folded) or any(w.folded in self.distinct for w in span))
         ):
             first -= 1
         self.candidates.append((first, end, origin))
@@ -435,15 +433,16 @@ class _Finder:
 
     def run_distinctive(self) -> None:
         words = self.words
+        distinct = self.distinct
         size = len(words)
         i = 0
         while i < size:
-            if not _distinctive(words[i]):
+            if words[i].folded not in distinct:
                 i += 1
                 continue
             first = i
             last = i + 1
-            while last < size and words[last].joined and _distinctive(words[last]):
+            while last < size and words[last].joined and words[last].folded in distinct:
                 last += 1
             end = last
             # A head noun ending the run, or within two ordinary words after it.
@@ -603,15 +602,13 @@ def distinctive_part(folded: list[str]) -> str:
     return " ".join(part) if _may_stand_alone(part) else ""
 
 
-def _may_name(text: str, folded: frozenset[str]) -> bool:
+def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bool:
     """Whether anything in the text could start a name: a capitalised word inside a
-    sentence or two in a row, a word the vocabulary does not have, ``called`` and
-    its kin, ``vs``. Set operations and one regex, all in C: most texts of an
-    agent's context end here."""
-    unknown = folded - ORDINARY_WORDS - _STOP - GREETINGS
+    sentence or two in a row, a distinctive word, ``called`` and its kin, ``vs``.
+    Set operations and one regex, all in C: most texts of an agent's context end
+    here."""
     # A distinctive word of 4+ letters is a name alone; one of 3 needs a head noun.
-    shortest = 3 if folded & HEAD_NOUNS else 4
-    if any(len(word) >= shortest and word.isalpha() for word in unknown):
+    if distinct and (folded & HEAD_NOUNS or any(len(word) >= 4 for word in distinct)):
         return True
     if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
         return True
@@ -621,16 +618,20 @@ def _may_name(text: str, folded: frozenset[str]) -> bool:
 def scan_names(text: str) -> NameScan:
     """The names of one text (see the module's rules), in text order."""
     seen = frozenset(map(str.casefold, _WORD.findall(text)))
-    if not _may_name(text, seen):
+    distinct = _distinctive_words(seen)
+    if not _may_name(text, seen, distinct):
         return NameScan((), seen, None)
     words = _words(text)
     cased = _is_cased(words)
-    finder = _Finder(text, words, cased)
+    finder = _Finder(text, words, cased, distinct)
     if cased:
         finder.run_cased()
-    finder.run_distinctive()
-    finder.run_versus()
-    finder.run_called()
+    if distinct:
+        finder.run_distinctive()
+    if seen & VERSUS:
+        finder.run_versus()
+    if seen & CALLING_WORDS or "name" in seen:
+        finder.run_called()
     finder.places()
     names: list[FoundName] = []
     for first, end, origin in _resolve(finder.candidates):

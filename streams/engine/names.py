@@ -458,9 +458,10 @@ class _Finder:
                     break
             # Alone, a run needs a word no dictionary knows: "indian" or "cambridge"
             # written in lower case is an adjective or a place, "allenbell" a name.
-            if end > last or any(
-                len(w.folded) >= 4 and not is_proper(w.folded) for w in words[first:last]
-            ):
+            if (
+                end > last
+                or any(len(w.folded) >= 4 and not is_proper(w.folded) for w in words[first:last])
+            ) and not self._label(end):
                 self.candidates.append((first, end, "distinctive"))
             i = last
 

@@ -89,6 +89,10 @@ def test_distinctive_words_are_names_in_any_case(
     assert names(text) == expected
 
 
+def test_a_label_is_not_a_name_in_any_case() -> None:
+    assert names("lookup: account 4003-D status=flagged") == []
+
+
 def test_ordinary_words_alone_are_not_names() -> None:
     assert names("i want a cheap hotel in the north with free parking") == []
 

@@ -618,7 +618,7 @@ def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bo
 
 def scan_names(text: str) -> NameScan:
     """The names of one text (see the module's rules), in text order."""
-    seen = frozenset(map(str.casefold, _WORD.findall(text)))
+    seen = frozenset(_WORD.findall(text.casefold()))
     distinct = _distinctive_words(seen)
     if not _may_name(text, seen, distinct):
         return NameScan((), seen, None)

@@ -857,8 +857,7 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
     next_identifier = 0
     next_opaque = 0
     # Where each sentence ends, to tell a question ("what is the phone number?").
-    ends = [m.start() for m in _SENTENCE_END.finditer(text)]
-    next_end = 0
+    end_at = -1  # where the sentence of the latest phrase ends (-1: not looked up yet)
     for phrase in _PHRASE.finditer(text):
         start = phrase.start()
         while next_opaque < len(opaque) and opaque[next_opaque][1] <= start:
@@ -881,9 +880,10 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
             surface = text[start : phrase.end(group)]
             words.append((word, word_start, surface, word_start in type_sources))
         request = _REQUEST_BEFORE.search(text, max(0, start - 24), start) is not None
-        while next_end < len(ends) and ends[next_end] < start:
-            next_end += 1
-        question = next_end < len(ends) and text[ends[next_end]] == "?"
+        if end_at < start:
+            found = _SENTENCE_END.search(text, start)
+            end_at = found.start() if found is not None else len(text)
+        question = end_at < len(text) and text[end_at] == "?"
         phrases.append((start, introduced_now, tuple(words), request, question))
     return tuple(phrases)
 

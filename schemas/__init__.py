@@ -32,6 +32,7 @@ from schemas.outputs import (
     TOPIC_OF,
     Action,
     AlertWindow,
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     FaultKind,
@@ -58,6 +59,7 @@ ContractEvent = Annotated[
     | SpanPinned
     | ScoresRecomputeRequested
     | EvictionDecided
+    | ContextCompacted
     | FleetAlert
     | EventRejected,
     Field(discriminator="type"),
@@ -80,6 +82,7 @@ __all__ = [
     "TOPIC_OF",
     "Action",
     "AlertWindow",
+    "ContextCompacted",
     "ContextRewritten",
     "ContractEvent",
     "EventRejected",

@@ -105,6 +105,10 @@ FiniteScore = Annotated[float, _FiniteAfterward()]
 
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
 SpanId = Annotated[str, Field(min_length=1, max_length=256)]
+ToolCallId = Annotated[str, Field(min_length=1, max_length=256)]
+"""A tool call's id as the model provider gave it (contract 1.2)."""
+Label = Annotated[str, Field(min_length=1, max_length=128)]
+"""A short free-form word of the harness's (a compaction's ``strategy``, ``trigger``)."""
 
 
 def drop_nulls(value: Any) -> Any:

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from schemas.inputs import INPUT_TYPES
 from schemas.outputs import (
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     FleetAlert,
@@ -29,6 +30,7 @@ OUTPUT_TYPES: dict[str, type[BaseModel]] = {
     "span.pinned": SpanPinned,
     "scores.recompute_requested": ScoresRecomputeRequested,
     "eviction.decided": EvictionDecided,
+    "context.compacted": ContextCompacted,
     "fleet.alert": FleetAlert,
     "event.rejected": EventRejected,
 }

@@ -20,7 +20,9 @@ from schemas.common import (
     NonNegInt,
     Referent,
     Sha256Hex,
+    Label,
     SpanId,
+    ToolCallId,
     Timestamp,
     drop_nulls,
 )
@@ -144,6 +146,13 @@ class SpanAdded(InputEnvelope, _HasTextOrHash):
     derived_from: list[SpanId] | None = None
     introduces: list[Referent] | None = None
     mentions: list[MentionIn] | None = None
+    tool_call_ids: list[ToolCallId] | None = None
+    """Contract 1.2: the tool calls this span makes (an assistant message with calls)."""
+    tool_call_id: ToolCallId | None = None
+    """Contract 1.2: the call this span answers (a tool result)."""
+    protected: bool = False
+    """Contract 1.2: kept verbatim: never evicted, never rewritten (the system prompt,
+    the user's original task)."""
 
 
 class ScoreIn(ContractModel):
@@ -221,6 +230,11 @@ class ContextRewritten(InputEnvelope):
     declared_modified: list[SpanId] = Field(default_factory=list)
     scores_invalidated: list[str] = Field(default_factory=list)
     base_seq: NonNegInt | None = None
+    strategy: Label | None = None
+    """Contract 1.2: the compactor's own name (``summarize``, ``sliding_window``...),
+    echoed in ``context.compacted``."""
+    trigger: Label | None = None
+    """Contract 1.2: why it ran (``threshold``, ``overflow``, ``manual``...), echoed."""
 
     @model_validator(mode="after")
     def _unique_span_ids(self) -> ContextRewritten:

@@ -35,6 +35,14 @@ class FaultKind(StrEnum):
     """Contract 1.1: a rewrite made a span longer than what it replaces."""
     EMPTY_SUMMARY = "EMPTY_SUMMARY"
     """Contract 1.1: a rewrite created an empty (or near-empty) summary of 2+ spans."""
+    PROTECTED_SPAN_REWRITTEN = "PROTECTED_SPAN_REWRITTEN"
+    """Contract 1.2: a rewrite modified or left out a protected span."""
+    TOOL_PAIR_SPLIT = "TOOL_PAIR_SPLIT"
+    """Contract 1.2: a rewrite left half of a whole tool pair live without the other."""
+    SUMMARY_LOST_KEYS = "SUMMARY_LOST_KEYS"
+    """Contract 1.2: a summary's parents held >= 3 keys; fewer than half stay held."""
+    COMPACTION_THRASHING = "COMPACTION_THRASHING"
+    """Contract 1.2: rewrites in a row, close together, that do not shrink the context."""
 
 
 class Severity(StrEnum):
@@ -66,6 +74,10 @@ DEFAULT_SEVERITY: dict[FaultKind, Severity] = {
     FaultKind.PRUNING_STALLED: Severity.CRITICAL,
     FaultKind.SUMMARY_BALLOONING: Severity.WARNING,
     FaultKind.EMPTY_SUMMARY: Severity.CRITICAL,
+    FaultKind.PROTECTED_SPAN_REWRITTEN: Severity.CRITICAL,
+    FaultKind.TOOL_PAIR_SPLIT: Severity.CRITICAL,
+    FaultKind.SUMMARY_LOST_KEYS: Severity.WARNING,
+    FaultKind.COMPACTION_THRASHING: Severity.CRITICAL,
 }
 
 
@@ -84,6 +96,10 @@ class RefusalReason(StrEnum):
     UNSCORED = "UNSCORED"
     FROZEN = "FROZEN"
     LINEAGE = "LINEAGE"
+    PROTECTED = "PROTECTED"
+    """Contract 1.2: a protected span is never evicted, whatever the basis."""
+    TOOL_PAIR = "TOOL_PAIR"
+    """Contract 1.2: half of a tool pair whose other half stays (see ``held_by``)."""
 
 
 class Action(StrEnum):
@@ -109,6 +125,8 @@ class RejectReason(StrEnum):
     NON_FINITE_SCORE = "NON_FINITE_SCORE"
     SPAN_EXISTS = "SPAN_EXISTS"
     SESSION_CLOSED = "SESSION_CLOSED"
+    SESSION_EXPIRED = "SESSION_EXPIRED"
+    """Contract 1.2: the session was expired after ``idle_timeout`` without events."""
     TOO_LARGE = "TOO_LARGE"
 
 
@@ -182,10 +200,13 @@ class ScoresRecomputeRequested(OutputEnvelope):
 
 
 class Refusal(ClosedModel):
-    """A candidate the gate did not commit, and why."""
+    """A candidate the gate did not commit, and why. ``held_by``, with ``TOOL_PAIR``
+    only, names the span of the tool-pair group that holds it back for a reason of
+    its own (the first by position)."""
 
     span_id: str
     reason: RefusalReason
+    held_by: str | None = None
 
 
 class EvictionDecided(OutputEnvelope):
@@ -204,6 +225,42 @@ class EvictionDecided(OutputEnvelope):
     pins: list[str]
     faults: list[str]
     recompute_id: str | None
+
+
+class ContextCompacted(OutputEnvelope):
+    """The record of one accepted ``context.rewritten`` (contract 1.2), on
+    ``<prefix>.compactions``, produced after every fault it lists.
+
+    ``tokens_*`` and ``spans_*`` are the live tokens and live spans just before and
+    just after the rewrite; ``modified``, ``created``, ``merged`` and ``removed``
+    (gone with no successor) are span ids in snapshot order (``removed`` and
+    ``merged`` in the order the spans stood before). ``keys_*`` count the distinct
+    referent keys live spans hold. ``faults`` are the ids of every fault the
+    rewrite's event caused; ``outcome`` is ``clean`` (none, or ``info`` only),
+    ``warning`` (warnings only) or ``critical``. ``strategy`` and ``trigger`` echo
+    the rewrite's. ``tokens_by_role_*`` sum live tokens per span ``role``
+    (``unknown`` for spans without one).
+    """
+
+    type: Literal["context.compacted"] = "context.compacted"
+    compaction_id: str
+    rewrite_id: str
+    tokens_before: int
+    tokens_after: int
+    spans_before: int
+    spans_after: int
+    modified: list[str]
+    created: list[str]
+    merged: list[str]
+    removed: list[str]
+    keys_before: int
+    keys_after: int
+    faults: list[str]
+    outcome: Literal["clean", "warning", "critical"]
+    strategy: str | None
+    trigger: str | None
+    tokens_by_role_before: dict[str, int]
+    tokens_by_role_after: dict[str, int]
 
 
 class AlertWindow(ClosedModel):
@@ -296,6 +353,7 @@ OutputEvent = Annotated[
     | SpanPinned
     | ScoresRecomputeRequested
     | EvictionDecided
+    | ContextCompacted
     | FleetAlert
     | EventRejected,
     Field(discriminator="type"),
@@ -307,6 +365,7 @@ ID_FIELD: dict[str, str] = {
     "span.pinned": "pin_id",
     "scores.recompute_requested": "recompute_id",
     "eviction.decided": "decision_id",
+    "context.compacted": "compaction_id",
     "fleet.alert": "alert_id",
     "event.rejected": "rejection_id",
 }
@@ -317,6 +376,7 @@ TOPIC_OF: dict[str, str] = {
     "span.pinned": "pins",
     "scores.recompute_requested": "recompute",
     "eviction.decided": "decisions",
+    "context.compacted": "compactions",
     "fleet.alert": "alerts",
     "event.rejected": "deadletter",
 }

@@ -49,6 +49,27 @@ class EngineSettings(BaseModel):
         ge=1,
         description="EMPTY_SUMMARY needs parents holding at least this x min_summary_tokens",
     )
+    lost_keys_min: int = Field(
+        3, ge=1, description="SUMMARY_LOST_KEYS needs a summary's parents to hold this many keys"
+    )
+    lost_keys_kept: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="SUMMARY_LOST_KEYS when the live set keeps fewer than this share of them",
+    )
+    thrash_after: int = Field(
+        3, ge=1, description="thin rewrites in a row that raise COMPACTION_THRASHING"
+    )
+    thrash_within_turns: int = Field(
+        2, ge=0, description="a thin rewrite counts only this many turns after the one before"
+    )
+    thrash_min_reduction: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="a rewrite is thin when it cuts live tokens by less than this share",
+    )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids kept per session")
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger inputs are TOO_LARGE")
     dead_letter_raw_limit: int = Field(

@@ -311,8 +311,17 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _download_once(jar: LockedJar, url: str, part: Path, timeout: float) -> int:
-    """Bring ``part`` to the jar's full length, resuming from what it holds; return bytes read.
+@dataclass
+class _Received:
+    """Bytes received for one jar, over all attempts (failed ones too)."""
+
+    bytes: int = 0
+
+
+def _download_once(
+    jar: LockedJar, url: str, part: Path, timeout: float, received_total: _Received
+) -> None:
+    """Bring ``part`` to the jar's full length, resuming from what it holds.
 
     Raises:
         urllib.error.HTTPError: For an HTTP error status.
@@ -325,7 +334,7 @@ def _download_once(jar: LockedJar, url: str, part: Path, timeout: float) -> int:
             part.unlink()
             offset = 0
         else:
-            return 0  # complete already; the caller verifies it
+            return  # complete already; the caller verifies it
     headers = {"User-Agent": _USER_AGENT}
     if offset:
         headers["Range"] = f"bytes={offset}-"
@@ -342,6 +351,7 @@ def _download_once(jar: LockedJar, url: str, part: Path, timeout: float) -> int:
             with part.open(mode) as out:
                 while chunk := response.read(_CHUNK):
                     received += len(chunk)
+                    received_total.bytes += len(chunk)
                     if offset + received > jar.size:
                         raise _Mismatch(f"the server sent more than the locked {jar.size} bytes")
                     out.write(chunk)
@@ -353,7 +363,6 @@ def _download_once(jar: LockedJar, url: str, part: Path, timeout: float) -> int:
         raise _Transient(_describe(exc)) from exc
     if offset + received < jar.size:
         raise _Transient(f"the connection closed after {offset + received} of {jar.size} bytes")
-    return received
 
 
 def _fetch_one(
@@ -369,12 +378,12 @@ def _fetch_one(
     url = jar.url(base)
     part = lib_dir / (jar.file_name + _PART_SUFFIX)
     target = lib_dir / jar.file_name
-    received = 0
+    received = _Received()
     cause = "no attempt was made"
     for attempt in range(1, max(attempts, 1) + 1):
         resumed = part.exists() and part.stat().st_size > 0
         try:
-            received += _download_once(jar, url, part, timeout)
+            _download_once(jar, url, part, timeout, received)
             actual = _sha256_of(part)
             if part.stat().st_size != jar.size or actual != jar.sha256:
                 raise _Mismatch(
@@ -399,7 +408,7 @@ def _fetch_one(
         else:
             os.replace(part, target)
             _fsync_dir(lib_dir)
-            return received
+            return received.bytes
         log.warning("%s: attempt %d of %d failed: %s", jar.file_name, attempt, attempts, cause)
         if attempt < attempts and retry_delay > 0:
             time.sleep(retry_delay * attempt)  # back off before the next attempt

@@ -245,10 +245,10 @@ def _with_sasl(
     )
 
 
-def _fetch_with_progress(broker: LocalBroker) -> None:
+def _fetch_with_progress(broker: LocalBroker, verify: bool = False) -> None:
     """Fetch the locked jars into ``broker.lib_dir``, telling standard error what happens."""
     lock = broker.jar_lock()
-    if broker.jars_present():
+    if not verify and broker.jars_present():
         _err.print(
             f"Kafka {lock.kafka_version} jars already in {broker.lib_dir} "
             f"({len(lock.jars)} files); nothing to download",
@@ -256,16 +256,16 @@ def _fetch_with_progress(broker: LocalBroker) -> None:
         )
         return
     _err.print(
-        f"fetching Kafka {lock.kafka_version}'s jars ({len(lock.jars)} files, "
-        f"{_megabytes(lock.total_bytes())}) into {broker.lib_dir} from "
-        f"{base_url(broker.jars_url)} ...",
+        f"Kafka {lock.kafka_version}'s jars ({len(lock.jars)} files, "
+        f"{_megabytes(lock.total_bytes())}) into {broker.lib_dir}: checking those there, "
+        f"fetching the others from {base_url(broker.jars_url)} ...",
         markup=False,
     )
 
     def progress(jar: LockedJar, received: int) -> None:
         _err.print(f"  {jar.file_name} ({_megabytes(received)})", markup=False)
 
-    report = fetch_jars(broker.lib_dir, lock, broker.jars_url, on_download=progress)
+    report = fetch_jars(broker.lib_dir, lock, broker.jars_url, verify=verify, on_download=progress)
     _err.print(
         f"fetched {len(report.downloaded)} jars ({_megabytes(report.bytes_downloaded)}) in "
         f"{report.seconds:.1f} s; {report.verified} were already there and matched the lock",
@@ -279,6 +279,13 @@ def fetch(
     lib_dir: LibDirOption = None,
     jars_url: BaseUrlOption = None,
     lock: LockOption = LOCK_FILE,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Check every jar's sha256 even in a complete directory (e.g. a copied one).",
+        ),
+    ] = False,
 ) -> None:
     """Download the broker's jars named in the lock, checking each sha256 (`make jars`).
 
@@ -287,7 +294,7 @@ def fetch(
     """
     broker = _broker(home, lib_dir=lib_dir, jars_url=jars_url, lock=lock)
     try:
-        _fetch_with_progress(broker)
+        _fetch_with_progress(broker, verify=verify)
     except BrokerError as exc:
         raise _fail(exc) from exc
 

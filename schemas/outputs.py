@@ -206,7 +206,8 @@ class Refusal(ClosedModel):
 
     span_id: str
     reason: RefusalReason
-    held_by: str | None = None
+    held_by: str | None = Field(None, exclude_if=lambda holder: holder is None)
+    """Absent from the JSON when there is none, so a 1.1 refusal reads as before."""
 
 
 class EvictionDecided(OutputEnvelope):

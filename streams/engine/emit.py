@@ -217,8 +217,11 @@ class Emission:
         refused: list[tuple[str, RefusalReason]],
         dropped: list[str],
         recompute_id: str | None,
+        held_by: dict[str, str] | None = None,
     ) -> None:
-        """Emit the ``eviction.decided``, listing every fault and pin emitted before it."""
+        """Emit the ``eviction.decided``, listing every fault and pin emitted before it.
+        ``held_by`` names, for a ``TOOL_PAIR`` refusal, the span of the group that
+        holds it back."""
         faults = [o.fault_id for o in self.outputs if isinstance(o, IntegrityFault)]
         pins = [o.pin_id for o in self.outputs if isinstance(o, SpanPinned)]
         self.outputs.append(
@@ -236,7 +239,7 @@ class Emission:
                     "basis": basis,
                     "action": action,
                     "committed": committed,
-                    "refused": [assemble(Refusal, {"span_id": s, "reason": r}) for s, r in refused],
+                    "refused": [_refusal(s, r, held_by) for s, r in refused],
                     "dropped": dropped,
                     "pins": pins,
                     "faults": faults,
@@ -244,3 +247,11 @@ class Emission:
                 },
             )
         )
+
+
+def _refusal(span_id: str, reason: RefusalReason, held_by: dict[str, str] | None) -> Refusal:
+    holder = held_by.get(span_id) if held_by and reason is RefusalReason.TOOL_PAIR else None
+    if holder is None:
+        # As a refusal read back from its JSON (no held_by there): the same fields set.
+        return Refusal.model_construct(span_id=span_id, reason=reason)
+    return assemble(Refusal, {"span_id": span_id, "reason": reason, "held_by": holder})

@@ -292,6 +292,10 @@ class Engine:
             holds=holdings.holds,
             mentions=holdings.mentions,
             surfaces=holdings.surfaces,
+            role=event.role,
+            protected=event.protected,
+            calls=tuple(dict.fromkeys(event.tool_call_ids or ())),
+            answers=event.tool_call_id,
         )
         counter = created_counter(session, parents) if parents else 0
         session.add_span(span)

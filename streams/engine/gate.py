@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import NamedTuple
 
+from sortedcontainers import SortedList
+
 from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
 from streams.engine.emit import Emission, assemble
 from streams.engine.referent_index import Mention, OrderKey
@@ -39,6 +41,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     """Run the gate for one request and emit its faults, pins, recompute and decision."""
     settings = emission.settings
     spans = session.spans
+    protected = session.protected
     # A policy selects from the rankings, which hold live spans only.
     ranked = event.candidates is None
     refused: list[tuple[str, RefusalReason]] = []
@@ -60,9 +63,12 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
     live_set = set(live)
     removal = live_set.union(poisoned) if poisoned else live_set
+    if protected:
+        # A protected candidate stays, so what it refers to must stay too (1.2).
+        removal = removal - protected
 
     pins = pinned_set(session, removal)
-    dropped = [s for s in poisoned if s not in pins]
+    droppable = [s for s in poisoned if s not in pins and s not in protected]
     kept_poisoned = [s for s in poisoned if s in pins]
     if kept_poisoned:
         emission.fault(
@@ -74,6 +80,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
 
     frozen = event.basis == "score" and bool(session.stale)
     committed: list[str] = []
+    held_by: dict[str, str] = {}
     recompute_id: str | None = None
     if frozen:
         session.freeze_streak += 1
@@ -84,25 +91,109 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
                 {"request_id": event.request_id, "consecutive_freezes": session.freeze_streak},
             )
         for span_id in live:
-            if span_id in pins:
+            if span_id in protected:
+                refused.append((span_id, RefusalReason.PROTECTED))
+            elif span_id in pins:
                 refused.append((span_id, RefusalReason.PINNED))
             elif span_id in session.stale:
                 refused.append((span_id, RefusalReason.STALE_SCORE))
             elif span_id not in session.poisoned_pending:
                 refused.append((span_id, RefusalReason.FROZEN))
+        dropped = _whole_groups(session, [], droppable, refused, held_by, False)[1]
     else:
         session.freeze_streak = 0
-        committed = _commit(session, event, live, ranked, pins, refused, settings.protect_lineage)
+        eligible = _eligible(session, event, live, ranked, pins, refused)
+        committed, dropped = _whole_groups(
+            session, eligible, droppable, refused, held_by, settings.protect_lineage
+        )
         _check_orphans(session, event, committed, dropped, emission)
+    _keep_poisoned(session, event, droppable, dropped, emission)
 
     _emit_pins(session, event, pins, emission)
     if frozen:
         recompute_id = _request_recompute(session, set(dropped), emission)
     action = _action(frozen, committed, refused)
     emission.decision(
-        event.request_id, event.basis, action, committed, refused, dropped, recompute_id
+        event.request_id,
+        event.basis,
+        action,
+        committed,
+        refused,
+        dropped,
+        recompute_id,
+        held_by,
     )
     session.remove_spans(committed + dropped, event.seq)
+
+
+def _keep_poisoned(
+    session: SessionState,
+    event: EvictionRequested,
+    droppable: list[str],
+    dropped: list[str],
+    emission: Emission,
+) -> None:
+    """A poisoned span that is protected, or whose tool pair group stays, stays too,
+    with the fault at every decision that keeps it (1.2)."""
+    leaving = set(dropped)
+    protected = [s for s in session.poisoned_pending if s in session.protected]
+    grouped = [s for s in droppable if s not in leaving]
+    spans = session.spans
+    for kept, treatment in ((protected, "kept: protected"), (grouped, "kept: its tool pair stays")):
+        if kept:
+            emission.fault(
+                FaultKind.POISONED_SPAN,
+                sorted(kept, key=lambda s: spans[s].order_key),
+                {"request_id": event.request_id, "pinned": False, "treatment": treatment},
+            )
+
+
+def _whole_groups(
+    session: SessionState,
+    eligible: list[str],
+    droppable: list[str],
+    refused: list[tuple[str, RefusalReason]],
+    held_by: dict[str, str],
+    protect_lineage: bool,
+) -> tuple[list[str], list[str]]:
+    """What may leave of ``eligible`` and ``droppable`` (poisoned spans): a span of a
+    tool pair group only with every live span of its group (else ``TOOL_PAIR``, held
+    by the first of the group that stays), a parent only when every live span citing
+    it leaves too (``LINEAGE``, when configured). The two rules feed each other, so
+    they run until nothing changes."""
+    leaving = dict.fromkeys(eligible) | dict.fromkeys(droppable)
+    refusing: dict[str, RefusalReason] = {}
+    changed = True
+    while changed:
+        changed = False
+        if session.call_spans:
+            for span_id in list(leaving):
+                if span_id not in leaving or not session.spans[span_id].call_ids:
+                    continue
+                group = session.group(span_id)
+                staying = [member for member in group if member not in leaving]
+                if staying:
+                    for member in group:
+                        if member in leaving:
+                            del leaving[member]
+                            refusing[member] = RefusalReason.TOOL_PAIR
+                            held_by[member] = staying[0]
+                    changed = True
+        if protect_lineage and session.children:
+            for span_id in list(leaving):
+                if session.children.get(span_id, set()) - leaving.keys():
+                    del leaving[span_id]
+                    refusing[span_id] = RefusalReason.LINEAGE
+                    changed = True
+    poisoned = set(droppable)
+    for span_id in eligible:
+        reason = refusing.get(span_id)
+        if reason is not None:
+            refused.append((span_id, reason))
+    return (
+        [s for s in eligible if s in leaving],
+        [s for s in droppable if s in leaving and s in poisoned],
+    )
 
 
 def pinned_set(
@@ -262,15 +353,33 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     ranked = [
         ranking for q, ranking in session.scores.items() if query is None or q in (None, query)
     ]
+    protected = session.protected
     if policy.threshold is not None:
         limit: ScoreKey = (policy.threshold, -1, "")
         below = [islice(r, 0, r.bisect_left(limit)) for r in ranked]
-        return [key[2] for key in _merged(below)]
+        return [key[2] for key in _merged(below) if key[2] not in protected]
     assert policy.keep_top_k is not None
-    excess = sum(len(r) for r in ranked) - policy.keep_top_k
+    # keep_top_k neither ranks nor counts a protected span (1.2).
+    shielded = sum(1 for r in ranked for key in _protected_keys(session, r))
+    excess = sum(len(r) for r in ranked) - shielded - policy.keep_top_k
     if excess <= 0:
         return []
-    return [key[2] for key in islice(_merged(ranked), excess)]
+    unprotected = (key for key in _merged(ranked) if key[2] not in protected)
+    return [key[2] for key in islice(unprotected, excess)]
+
+
+def _protected_keys(session: SessionState, ranking: SortedList) -> list[ScoreKey]:
+    """The ranking's entries of protected spans (few: looked up one by one)."""
+    found: list[ScoreKey] = []
+    for span_id in session.protected:
+        bound = session.spans[span_id].bound
+        if bound is None:
+            continue
+        key = (bound.score, session.spans[span_id].position, span_id)
+        at = ranking.bisect_left(key)
+        if at < len(ranking) and ranking[at] == key:
+            found.append(key)
+    return found
 
 
 def _merged(rankings: Sequence[Iterable[ScoreKey]]) -> Iterable[ScoreKey]:
@@ -278,45 +387,38 @@ def _merged(rankings: Sequence[Iterable[ScoreKey]]) -> Iterable[ScoreKey]:
     return rankings[0] if len(rankings) == 1 else heapq.merge(*rankings)
 
 
-def _commit(
+def _eligible(
     session: SessionState,
     event: EvictionRequested,
     live: list[str],
     ranked: bool,
     pins: dict[str, Pin],
     refused: list[tuple[str, RefusalReason]],
-    protect_lineage: bool,
 ) -> list[str]:
+    """The candidates no rule of their own keeps: not protected, not pinned, not
+    poisoned (those leave with ``dropped``) and, for ``basis: score``, scored."""
     # ``ranked``: ``live`` is a policy's selection from the bound-score rankings, so
-    # each span is scored for the query and none is poisoned (neither would rank):
-    # only the pins can refuse one.
-    eligible: list[str] = []
+    # each span is scored for the query, none is poisoned and none is protected
+    # (none would rank): only the pins can refuse one.
     if ranked:
         refused += [(span_id, RefusalReason.PINNED) for span_id in live if span_id in pins]
-        eligible = [span_id for span_id in live if span_id not in pins]
-    else:
-        spans = session.spans
-        needs_score = event.basis == "score"
-        for span_id in live:
-            if span_id in pins:
-                refused.append((span_id, RefusalReason.PINNED))
-            elif span_id in session.poisoned_pending:
-                continue  # leaves with the decision's `dropped`
-            elif needs_score and not _scored_for(spans[span_id], event.query_sha256):
-                refused.append((span_id, RefusalReason.UNSCORED))
-            else:
-                eligible.append(span_id)
-    if not protect_lineage or not session.children:
-        return eligible
-    # A parent may go when every live span citing it goes with it.
-    leaving = set(eligible) | session.poisoned_pending
-    committed: list[str] = []
-    for span_id in eligible:
-        if session.children.get(span_id, set()) - leaving:
-            refused.append((span_id, RefusalReason.LINEAGE))
+        return [span_id for span_id in live if span_id not in pins]
+    eligible: list[str] = []
+    spans = session.spans
+    protected = session.protected
+    needs_score = event.basis == "score"
+    for span_id in live:
+        if span_id in protected:
+            refused.append((span_id, RefusalReason.PROTECTED))
+        elif span_id in pins:
+            refused.append((span_id, RefusalReason.PINNED))
+        elif span_id in session.poisoned_pending:
+            continue  # leaves with the decision's `dropped`
+        elif needs_score and not _scored_for(spans[span_id], event.query_sha256):
+            refused.append((span_id, RefusalReason.UNSCORED))
         else:
-            committed.append(span_id)
-    return committed
+            eligible.append(span_id)
+    return eligible
 
 
 def _scored_for(span: SpanState, query: str | None) -> bool:

@@ -111,7 +111,8 @@ def _entries(session: SessionState, start: int, stop: int) -> list[list[Any]]:
             found.append([span_id, _span(live)])
         else:
             gone = session.gone[span_id]
-            found.append([span_id, [gone.seq, gone.stale_rewrites, gone.arrival]])
+            record = [gone.seq, gone.stale_rewrites, gone.arrival]
+            found.append([span_id, [*record, list(gone.keys)] if gone.keys else record])
     return found
 
 
@@ -166,8 +167,25 @@ def _span(span: SpanState) -> list[Any]:
         ],
         [list(h) for h in span.holds],
         [[m.key, m.type, m.surface] for m in span.mentions],
-        *([[list(pair) for pair in span.surfaces]] if span.surfaces else []),
+        *([extra] if (extra := _span_extra(span)) else []),
     ]
+
+
+def _span_extra(span: SpanState) -> dict[str, Any]:
+    """What only some spans have, by short name (absent when default): surfaces (with
+    ``emit_surfaces``), role, protection, the tool calls it makes and answers."""
+    extra: dict[str, Any] = {}
+    if span.surfaces:
+        extra["s"] = [list(pair) for pair in span.surfaces]
+    if span.role is not None:
+        extra["r"] = span.role
+    if span.protected:
+        extra["p"] = True
+    if span.calls:
+        extra["c"] = list(span.calls)
+    if span.answers is not None:
+        extra["a"] = span.answers
+    return extra
 
 
 def _load_span(span_id: str, raw: list[Any]) -> SpanState:
@@ -183,8 +201,9 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         bound,
         holds,
         mentions,
-        *surfaces,
+        *rest,
     ) = raw
+    extra: dict[str, Any] = rest[0] if rest else {}
     return SpanState(
         span_id=span_id,
         text_sha256=text_hash,
@@ -198,13 +217,18 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         bound=None if bound is None else BoundScore(*bound),
         holds=tuple((k, t) for k, t in holds),
         mentions=tuple(Mention(key=k, type=t, surface=s) for k, t, s in mentions),
-        surfaces=tuple((k, s) for k, s in surfaces[0]) if surfaces else (),
+        surfaces=tuple((k, s) for k, s in extra.get("s", ())),
+        role=extra.get("r"),
+        protected=extra.get("p", False),
+        calls=tuple(extra.get("c", ())),
+        answers=extra.get("a"),
     )
 
 
 def _load_entry(session: SessionState, span_id: str, data: list[Any]) -> None:
-    if len(data) == 3:
-        gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2])
+    if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
+        keys = tuple(data[3]) if len(data) == 4 else ()
+        gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2], keys=keys)
         session.gone[span_id] = gone
         session.by_arrival[gone.arrival] = span_id
     else:

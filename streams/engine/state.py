@@ -54,6 +54,22 @@ class SpanState:
     mentions: tuple[Mention, ...] = ()
     surfaces: tuple[tuple[str, str], ...] = ()
     """(key hash, surface) of what it holds, only with ``emit_surfaces``."""
+    role: str | None = None
+    protected: bool = False
+    """Contract 1.2: never evicted, never rewritten (set by ``span.added`` only)."""
+    calls: tuple[str, ...] = ()
+    """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only)."""
+    answers: str | None = None
+    """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
+    its maker or an answer, are one tool pair group."""
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """Every call id that links this span to others: made or answered."""
+        if self.answers is None:
+            return self.calls
+        return (*self.calls, self.answers)
+
     order_key: OrderKey = field(init=False, repr=False, compare=False)
     """This span's place in the context order: ``[position, arrival, span id]``, one
     list shared by every index (see :data:`~streams.engine.referent_index.OrderKey`)."""
@@ -70,6 +86,9 @@ class GoneSpan:
     stale_rewrites: int
     arrival: int
     """The arrival number it had while live: where its state record lives."""
+    keys: tuple[str, ...] = ()
+    """The referent keys it held (a later summary of it is checked against them:
+    ``SUMMARY_LOST_KEYS``)."""
 
 
 BLOCK_SPANS = 8
@@ -155,6 +174,13 @@ class SessionState:
     live_tokens: int = 0
     bound_sum: float = 0.0
     bound_count: int = 0
+    call_spans: dict[str, set[str]] = field(default_factory=dict)
+    """Tool call id -> the live spans that make or answer it (contract 1.2)."""
+    protected: set[str] = field(default_factory=set)
+    """Live protected spans."""
+    thrash_streak: int = 0
+    """Thin rewrites in a row, each close to the one before (``COMPACTION_THRASHING``)."""
+    last_rewrite_turn: int | None = None
 
     # -- span membership -------------------------------------------------
 
@@ -190,6 +216,35 @@ class SessionState:
         self.referents.add(span.span_id, span.order_key, span.holds, span.mentions)
         self._index_score(span)
         self._track_stale(span)
+        for call in span.call_ids:
+            self.call_spans.setdefault(call, set()).add(span.span_id)
+        if span.protected:
+            self.protected.add(span.span_id)
+
+    def _unlink_calls(self, span: SpanState) -> None:
+        for call in span.call_ids:
+            linked = self.call_spans.get(call)
+            if linked is not None:
+                linked.discard(span.span_id)
+                if not linked:
+                    del self.call_spans[call]
+        self.protected.discard(span.span_id)
+
+    def group(self, span_id: str) -> list[str]:
+        """The live spans of ``span_id``'s tool pair group (linked through shared call
+        ids), itself included, in context order; just itself outside any pair."""
+        span = self.spans[span_id]
+        if not span.call_ids:
+            return [span_id]
+        found = {span_id}
+        queue = [span]
+        while queue:
+            for call in queue.pop().call_ids:
+                for other in self.call_spans.get(call, ()):
+                    if other not in found:
+                        found.add(other)
+                        queue.append(self.spans[other])
+        return sorted(found, key=lambda s: self.spans[s].order_key)
 
     def remove_span(self, span_id: str, seq: int) -> SpanState:
         """Take a live span out of every index and remember it as gone at ``seq``."""
@@ -208,7 +263,8 @@ class SessionState:
         self._unlink_child(span)
         self.stale.discard(span_id)
         self.poisoned_pending.discard(span_id)
-        self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
+        self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
+        self._unlink_calls(span)
         self.touch(span.arrival)
 
     def _unlink_child(self, span: SpanState) -> None:
@@ -248,7 +304,9 @@ class SessionState:
             live_tokens -= span.tokens
             if span.derived_from:
                 self._unlink_child(span)
-            gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival)
+            if span.call_ids or span.protected:
+                self._unlink_calls(span)
+            gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
         self.touch_all(removed)
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)
@@ -414,6 +472,17 @@ class SessionState:
         self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
         self.stale = stale
         self.children = children
+        call_spans: dict[str, set[str]] = {}
+        for span in spans:
+            for call in span.call_ids:
+                call_spans.setdefault(call, set()).add(span.span_id)
+        self.call_spans = call_spans
+        self.protected = {span.span_id for span in spans if span.protected}
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count
+
+
+def _keys(span: SpanState) -> tuple[str, ...]:
+    """The distinct keys a span holds, in order."""
+    return tuple(dict.fromkeys(key for key, _ in span.holds))

@@ -16,14 +16,14 @@ from schemas.common import (
     LOWER_CASED_FIRST,
     ContractModel,
     FiniteScore,
+    Label,
     MentionIn,
     NonNegInt,
     Referent,
     Sha256Hex,
-    Label,
     SpanId,
-    ToolCallId,
     Timestamp,
+    ToolCallId,
     drop_nulls,
 )
 

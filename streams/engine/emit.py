@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from schemas import (
     Action,
+    ContextCompacted,
     EvictionDecided,
     FaultKind,
     IntegrityFault,
@@ -207,6 +208,25 @@ class Emission:
             )
         )
         return recompute_id
+
+    def compacted(self, record: dict[str, Any]) -> None:
+        """Emit the ``context.compacted`` of a rewrite (``record`` holds its own fields
+        in declaration order, from ``rewrite_id`` on)."""
+        self.outputs.append(
+            assemble(
+                ContextCompacted,
+                {
+                    "schema_version": 1,
+                    "session_id": self.session_id,
+                    "tenant": self.tenant,
+                    "caused_by": self.caused_by,
+                    "ts": self.ts,
+                    "type": "context.compacted",
+                    "compaction_id": self._next_id("cmp"),
+                    **record,
+                },
+            )
+        )
 
     def decision(
         self,

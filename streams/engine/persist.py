@@ -124,6 +124,7 @@ def _header(session: SessionState) -> bytes:
             "accepted": session.accepted,
             "arrivals": session.arrivals,
             "freeze_streak": session.freeze_streak,
+            "thrash": [session.thrash_streak, session.last_rewrite_turn],
             "remembered": session.remembered,
             "known_types": sorted(session.known_types),
             "names": [
@@ -303,6 +304,7 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     session.accepted = data["accepted"]
     session.arrivals = data["arrivals"]
     session.freeze_streak = data["freeze_streak"]
+    session.thrash_streak, session.last_rewrite_turn = data.get("thrash", (0, None))
     session.remembered = data["remembered"]
     session.known_types = set(data["known_types"])
     session.names.entries = {

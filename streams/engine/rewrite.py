@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import ContextRewritten, FaultKind, SnapshotEntry
+from streams.engine import compaction
 from streams.engine.counters import apply_counters, created_counter
 from streams.engine.drift import open_window
 from streams.engine.emit import Emission
@@ -57,7 +58,12 @@ def apply_rewrite(
 ) -> None:
     """Apply a rewrite to the session and emit every fault it proves."""
     window = open_window(session, event.rewrite_id)
+    was = compaction.before(session)
     diff = _diff(session, event)
+    protected = compaction.protected_rewrites(
+        [span for _, span in diff.modified], diff.merged + diff.ungated
+    )
+    parents = compaction.parent_keys(session, diff.created)
     in_order = _keeps_order(diff)
     holdings = _new_holdings(session, event, diff, builder)
     counters = _new_counters(session, diff)
@@ -101,8 +107,21 @@ def apply_rewrite(
     apply_counters(session, emission, changes, cause=event.rewrite_id)
     if _check_referents(session, event, before, emission):
         window.clean = False
-    # Last, so that the ids of the faults above stay those of contract 1.0.
+    # Last, so that the ids of the faults above stay those of contract 1.0 (and 1.1).
     emit_summary_faults(summaries, event.rewrite_id, emission)
+    compaction.check_after(session, event, emission, was, protected, parents)
+    compaction.record(
+        session,
+        event,
+        emission,
+        was,
+        {
+            "modified": [span.span_id for _, span in diff.modified],
+            "created": [entry.span_id for entry in diff.created],
+            "merged": [span.span_id for span in diff.merged],
+            "removed": [span.span_id for span in diff.ungated],
+        },
+    )
 
 
 def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
@@ -132,8 +151,14 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
     if len(diff.placed) == len(spans):
         return diff  # every live span is in the snapshot (its span ids are unique)
     in_snapshot = {entry.span_id for entry in event.context}
+    # An entry that stays gone (evicted after base_seq) is no successor: what was merged
+    # into it survives nowhere live (1.2: UNGATED_EVICTION).
+    staying_gone = set(diff.stays_gone)
     named_parents = {
-        parent for entry in event.context if entry.derived_from for parent in entry.derived_from
+        parent
+        for entry in event.context
+        if entry.derived_from and entry.span_id not in staying_gone
+        for parent in entry.derived_from
     }
     missing = sorted((spans[s] for s in spans.keys() - in_snapshot), key=_ORDER)
     for span in missing:

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from schemas import TOPIC_OF, EventRejected, EvictionDecided, OutputEvent
+from schemas import TOPIC_OF, ContextCompacted, EventRejected, EvictionDecided, OutputEvent
 from schemas.codec import encode_output
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine
@@ -359,8 +359,9 @@ class Runtime:
     def _waves(
         self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
     ) -> tuple[list[tuple[PartitionState, OutputEvent]], list[tuple[PartitionState, OutputEvent]]]:
-        """Split a step's outputs into what can be sent at once and the decisions that
-        must wait for the acknowledgement of the first group.
+        """Split a step's outputs into what can be sent at once and the decisions (and
+        compaction records, contract 1.2) that must wait for the acknowledgement of the
+        first group.
 
         A decision waits only when an earlier fault, pin or recompute request of its
         own session is in this step (its own causes, or an earlier input's): most
@@ -376,7 +377,7 @@ class Runtime:
             caused: set[tuple[str | None, str | None]] = set()
             for event in outputs:
                 session = (event.tenant, event.session_id)
-                if not isinstance(event, EvictionDecided):
+                if not isinstance(event, EvictionDecided | ContextCompacted):
                     if not isinstance(event, EventRejected):
                         caused.add(session)
                     first.append((state, event))

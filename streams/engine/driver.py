@@ -17,6 +17,7 @@ from typing import TypeVar
 from schemas import (
     TOPIC_OF,
     EventRejected,
+    ContextCompacted,
     EvictionDecided,
     FaultKind,
     InputEvent,
@@ -72,6 +73,10 @@ class EngineDriver:
     def pins(self) -> list[SpanPinned]:
         """Pins produced so far."""
         return self._of(SpanPinned)
+
+    def compactions(self) -> list[ContextCompacted]:
+        """Compaction records produced so far (contract 1.2)."""
+        return self._of(ContextCompacted)
 
     def decisions(self) -> list[EvictionDecided]:
         """Decisions produced so far."""

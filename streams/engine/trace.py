@@ -85,6 +85,9 @@ class SessionScript:
         mentions: Sequence[Json] | None = None,
         hash_only: bool = False,
         role: str | None = None,
+        tool_call_ids: Sequence[str] | None = None,
+        tool_call_id: str | None = None,
+        protected: bool | None = None,
     ) -> Json:
         """A ``span.added``; with ``hash_only`` the text is sent as its hash alone."""
         text = text if text is not None else f"span {span_id}"
@@ -102,6 +105,9 @@ class SessionScript:
             derived_from=list(derived_from) if derived_from is not None else None,
             introduces=list(introduces) if introduces is not None else None,
             mentions=list(mentions) if mentions is not None else None,
+            tool_call_ids=list(tool_call_ids) if tool_call_ids is not None else None,
+            tool_call_id=tool_call_id,
+            protected=protected,
         )
 
     def score(
@@ -144,6 +150,8 @@ class SessionScript:
         scores_invalidated: Sequence[str] = (),
         base_seq: int | None = None,
         rewrite_id: str | None = None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> Json:
         """A ``context.rewritten``. Each entry needs ``span_id``; ``text`` defaults
         to the span's current text (unchanged), ``tokens`` to its word count."""
@@ -166,6 +174,8 @@ class SessionScript:
             declared_modified=list(declared_modified),
             scores_invalidated=list(scores_invalidated),
             base_seq=base_seq,
+            strategy=strategy,
+            trigger=trigger,
         )
 
     def evict(

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from schemas import (
     TOPIC_OF,
-    EventRejected,
     ContextCompacted,
+    EventRejected,
     EvictionDecided,
     FaultKind,
     InputEvent,

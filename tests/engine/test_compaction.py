@@ -312,7 +312,7 @@ def test_pairs_protection_and_streaks_survive_a_restore_at_every_cut() -> None:
         ["sys", "u1", "a1", "a2", "u2"],
         {"span_id": "sum", "text": "order 55012 is paid", "derived_from": ["t1"]},
     )
-    for i in range(3):
+    for _ in range(3):
         s.next_turn()
         s.rewrite([{"span_id": span_id} for span_id in ("sys", "u1", "a1", "a2", "u2", "sum")])
     lines = s.lines()

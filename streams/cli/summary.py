@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from schemas import (
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     IntegrityFault,
@@ -20,7 +21,8 @@ from schemas import (
 
 @dataclass
 class OutputSummary:
-    """Tallies of faults (kind, severity), decisions (action), pins and rejections."""
+    """Tallies of faults (kind, severity), decisions (action), pins, compactions
+    (outcome, tokens saved) and rejections."""
 
     inputs: int = 0
     outputs: int = 0
@@ -28,6 +30,8 @@ class OutputSummary:
     decisions: Counter[str] = field(default_factory=Counter)
     rejections: Counter[str] = field(default_factory=Counter)
     pins: int = 0
+    compactions: Counter[str] = field(default_factory=Counter)
+    tokens_saved: int = 0
     worst: Severity | None = None
 
     def add(self, event: OutputEvent) -> None:
@@ -41,6 +45,9 @@ class OutputSummary:
             self.decisions[event.action.value] += 1
         elif isinstance(event, SpanPinned):
             self.pins += 1
+        elif isinstance(event, ContextCompacted):
+            self.compactions[event.outcome] += 1
+            self.tokens_saved += event.tokens_before - event.tokens_after
         elif isinstance(event, EventRejected):
             self.rejections[event.reason.value] += 1
 
@@ -65,6 +72,13 @@ class OutputSummary:
         for action, count in sorted(self.decisions.items()):
             decisions.add_row(action, str(count))
         decisions.add_row("pins emitted", str(self.pins))
+        compactions = Table(title="Compactions")
+        compactions.add_column("outcome")
+        compactions.add_column("count", justify="right")
+        for outcome in ("clean", "warning", "critical"):
+            if self.compactions[outcome]:
+                compactions.add_row(outcome, str(self.compactions[outcome]))
+        compactions.add_row("tokens saved", str(self.tokens_saved))
         rejections = Table(title="Rejected inputs")
         rejections.add_column("reason")
         rejections.add_column("count", justify="right")
@@ -76,4 +90,4 @@ class OutputSummary:
             console.print(f"[bold]{self.outputs}[/] output records")
         else:
             console.print(f"[bold]{self.inputs}[/] input records")
-        console.print(faults, decisions, rejections)
+        console.print(faults, decisions, compactions, rejections)

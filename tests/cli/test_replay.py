@@ -66,3 +66,51 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     result = run(str(tmp_path / "nope.jsonl"))
     assert result.exit_code == 2
     assert "No such file" in result.output
+
+
+def test_compactions_example_is_the_scenarios_and_each_failure_is_told_apart(
+    tmp_path: Path,
+) -> None:
+    from streams.sim.compactions import compaction_fleet
+
+    example = EXAMPLES / "compactions.jsonl"
+    assert example.read_bytes().splitlines() == compaction_fleet(), (
+        "regenerate: examples/compactions.jsonl from streams.sim.compactions.compaction_fleet()"
+    )
+    out = tmp_path / "out.jsonl"
+    result = run(str(example), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "Compactions" in result.output and "tokens saved" in result.output
+    events = outputs(out)
+    kinds: dict[str, list[str]] = {}
+    for event in events:
+        if event["type"] == "integrity.fault":
+            kinds.setdefault(event["session_id"], []).append(event["kind"])
+    assert kinds == {
+        "split-pair": ["TOOL_PAIR_SPLIT"],
+        "rewritten-prompt": ["PROTECTED_SPAN_REWRITTEN"],
+        "lost-keys": ["SUMMARY_LOST_KEYS"],
+        "thrashing": ["COMPACTION_THRASHING"],
+    }  # and nothing for the healthy counterparts
+    refused = {
+        (event["session_id"], r["span_id"], r["reason"], r.get("held_by"))
+        for event in events
+        if event["type"] == "eviction.decided"
+        for r in event["refused"]
+    }
+    assert refused == {
+        ("half-pair-eviction", "sys", "PROTECTED", None),
+        ("half-pair-eviction", "a1", "TOOL_PAIR", "t1"),
+    }
+    records = [e for e in events if e["type"] == "context.compacted"]
+    assert len(records) == 14
+    for record in records:
+        faults = [
+            e["fault_id"]
+            for e in events
+            if e["type"] == "integrity.fault" and e["caused_by"] == record["caused_by"]
+        ]
+        assert record["faults"] == faults
+        assert events.index(record) > max(
+            (events.index(e) for e in events if e.get("fault_id") in faults), default=-1
+        )

@@ -57,16 +57,27 @@ def test_kafka_outputs_equal_replay_in_order_with_dead_letters(pipeline: Pipelin
         for r in got
         if orjson.loads(r)["type"] == "eviction.decided"
     }
-    checked = 0
+    compactions = {
+        orjson.loads(r)["compaction_id"]: orjson.loads(r)
+        for r in got
+        if orjson.loads(r)["type"] == "context.compacted"
+    }
+    checked = checked_compactions = 0
     for ack in acks:
-        if ack["type"] != "eviction.decided":
+        if ack["type"] == "eviction.decided":
+            decision = decisions[ack["output_id"]]
+            causes = decision["faults"] + decision["pins"] + [decision["recompute_id"] or ""]
+        elif ack["type"] == "context.compacted":
+            # Contract 1.2: a compaction record follows every fault it lists, the same way.
+            causes = compactions[ack["output_id"]]["faults"]
+            checked_compactions += len(causes)
+        else:
             continue
-        decision = decisions[ack["output_id"]]
-        causes = decision["faults"] + decision["pins"] + [decision["recompute_id"] or ""]
         for cause in filter(None, causes):
-            assert acked_at[cause] < ack["sent_ns"], (cause, decision["decision_id"])
+            assert acked_at[cause] < ack["sent_ns"], (cause, ack["output_id"])
             checked += 1
     assert checked > 20
+    assert checked_compactions >= 4  # the compaction scenarios' faults, at least
 
 
 def test_restarted_worker_recovers_state_from_changelog(pipeline: Pipeline) -> None:

@@ -1,11 +1,13 @@
-"""The trace the Kafka tests feed the workers: every scenario of the suite, interleaved
-(the pipeline helper is tests/pipeline.py)."""
+"""The trace the Kafka tests feed the workers: every scenario of the suite (the
+compaction failures of contract 1.2 and their healthy counterparts included),
+interleaved (the pipeline helper is tests/pipeline.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from streams.engine.trace import SessionScript, interleave
+from streams.sim.compactions import SCENARIOS
 from streams.sim.scenarios import broken, demo_fleet, healthy
 from tests.engine.scripts import build
 
@@ -13,6 +15,7 @@ from tests.engine.scripts import build
 def scenario_traces() -> list[bytes]:
     """Every scenario of the suite in one interleaved fleet (distinct session ids)."""
     scripts: list[SessionScript] = [healthy(), broken()]
+    scripts += [build_scenario() for build_scenario in SCENARIOS.values()]
     for i, actions in enumerate(_random_action_lists()):
         script = build(actions)
         for event in script.raw:

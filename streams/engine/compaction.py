@@ -208,7 +208,7 @@ def record(
 ) -> None:
     """Emit the ``context.compacted`` of an applied rewrite, after its faults."""
     faults = [o for o in emission.outputs if isinstance(o, IntegrityFault)]
-    worst = max((fault.severity.rank for fault in faults), default=Severity.INFO.rank)
+    worst = max((Severity(fault.severity).rank for fault in faults), default=Severity.INFO.rank)
     outcome = ("clean", "warning", "critical")[worst]
     emission.compacted(
         {

@@ -79,6 +79,8 @@ def test_counter_reaches_two_then_three() -> None:
     s = SessionScript()
     s.add("a", "v0")
     for i in range(1, 4):
+        for _ in range(3):  # turns apart: no compaction thrashing (1.2) in this test
+            s.next_turn()
         s.rewrite([{"span_id": "a", "text": f"v{i}"}], declared_modified=["a"])
     d = EngineDriver()
     d.pipe(s)

@@ -17,12 +17,14 @@ from aiokafka import AIOKafkaConsumer
 from streams.sdk import CompactionOutcome, SpanguardClient
 
 TURNS = [
+    "Hi! I need help with a billing problem.",
     "My account 8841-C was charged twice for the same order.",
     "Unrelated: what is a good name for a cat? " * 6,
     "And how warm will it be tomorrow? " * 6,
     "Thanks. Please close that account today.",
 ]
-"""The user's turns: the last one refers to the account of the first ("that account")."""
+"""The user's turns: the first is the task (protected by default: it stays verbatim);
+the last one refers to the account of the second ("that account"): pinned."""
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -78,6 +80,8 @@ def report(outcomes: Iterable[CompactionOutcome], state: Mapping[str, Any]) -> N
     for outcome in outcomes:
         decision = outcome.decision
         print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
+        if outcome.vetoed_by:
+            print(f"  vetoed: {outcome.note}")
         if decision is not None:
             print(f"  decision {decision.action} committed={list(decision.committed)}")
             print(f"  refused={decision.refused} timed_out={decision.timed_out} {decision.note}")

@@ -5,6 +5,9 @@
 
 The agent's SummarizationMiddleware writes a summary that drops the account the
 last turn refers to ("that account"); spanguard pins that message and it stays.
+The user's first message (the task) is protected by default: it stays verbatim,
+ahead of the summary. A summary that absorbed a tool call without its result, or
+rewrote a protected message, would be vetoed (see docs/sdk.md).
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ async def main() -> None:
     model = ScriptedModel(messages=iter([AIMessage(f"Noted ({n}).") for n in range(10)]))
     summarise = SummarizationMiddleware(
         model,
-        trigger=("messages", 7),
+        trigger=("messages", 9),
         keep=("messages", 2),
         summarizer=lambda messages: "The user chatted about cats and the weather.",
     )
     # The three lines: wrap the compactor, give the middleware to the agent, run.
-    guard = SpanguardMiddleware(session, compactor=summarise)
+    guard = SpanguardMiddleware(session, compactor=summarise, trigger="threshold")
     agent = create_agent(model, [], middleware=[guard], checkpointer=InMemorySaver())
     report(guard.outcomes, await play(agent, session.session_id))
     await session.close()

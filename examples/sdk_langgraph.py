@@ -4,7 +4,8 @@
     .venv/bin/python examples/sdk_langgraph.py  # terminal 2 (or --offline)
 
 The compactor summarises all but the last two messages; its summary drops the
-account the last turn refers to, and spanguard keeps that message.
+account the last turn refers to, and spanguard keeps that message (pinned), and
+the user's first message (protected by default).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre
 
 def summarise(messages: list[BaseMessage]) -> list[BaseMessage] | None:
     """The graph's own compactor: a summary plus the last two messages."""
-    if len(messages) < 7:
+    if len(messages) < 9:
         return None
     return [HumanMessage("Summary: the user chatted about cats and weather."), *messages[-2:]]
 

@@ -43,7 +43,7 @@ class ScriptedModel(Model):
 
 def summarise(items: list[Any]) -> list[Any] | None:
     """Your compactor: a summary plus the last two items."""
-    if len(items) < 8:
+    if len(items) < 10:
         return None
     return [{"role": "user", "content": "Summary: cats and weather."}, *items[-2:]]
 

@@ -17,11 +17,19 @@ from streams.sdk.compaction import (
 )
 from streams.sdk.decision import Decision
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
-from streams.sdk.messages import Message, TokenCounter, approximate_tokens
+from streams.sdk.messages import (
+    DEFAULT_PROTECT,
+    Message,
+    Protect,
+    ProtectRule,
+    TokenCounter,
+    approximate_tokens,
+)
 from streams.sdk.sync import SyncSession, SyncSpanguardClient
-from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker
+from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker, Violation
 
 __all__ = [
+    "DEFAULT_PROTECT",
     "DEFAULT_TIMEOUT",
     "DEFAULT_VETO",
     "CompactionGuard",
@@ -31,6 +39,8 @@ __all__ = [
     "GuardOptions",
     "KafkaLink",
     "Message",
+    "Protect",
+    "ProtectRule",
     "RewriteDiff",
     "RewriteReport",
     "Session",
@@ -41,6 +51,7 @@ __all__ = [
     "SyncSession",
     "SyncSpanguardClient",
     "TokenCounter",
+    "Violation",
     "approximate_tokens",
     "gate_compaction",
 ]

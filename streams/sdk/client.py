@@ -23,11 +23,12 @@ import copy
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self, Unpack
 
 from schemas import (
+    ContextCompacted,
     EvictionDecided,
     InputEvent,
     IntegrityFault,
@@ -38,7 +39,14 @@ from streams.engine.engine import Engine, Source
 from streams.sdk.decision import Decision
 from streams.sdk.inbox import Inbox
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
-from streams.sdk.messages import Message, TokenCounter, approximate_tokens
+from streams.sdk.messages import (
+    DEFAULT_PROTECT,
+    Message,
+    Protect,
+    TokenCounter,
+    approximate_tokens,
+    check_policy,
+)
 from streams.sdk.tracker import EvictionOptions, Extractor, RewriteDiff, SpanTracker
 
 log = logging.getLogger(__name__)
@@ -65,6 +73,7 @@ class SpanguardClient:
         connect_timeout: float = 10.0,
         token_counter: TokenCounter = approximate_tokens,
         extractor: Extractor | None = None,
+        protect: Protect = DEFAULT_PROTECT,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic_prefix = topic_prefix
@@ -75,6 +84,9 @@ class SpanguardClient:
         self.extractor = extractor
         """The harness's own referent extractor for every session (see
         :data:`streams.sdk.tracker.Extractor`)."""
+        self.protect = check_policy(protect)
+        """Which messages every session protects (see :data:`~streams.sdk.messages.Protect`):
+        by default the system prompt and the user's first message."""
         offline = bootstrap is None
         self.engine: Engine | None = Engine(settings) if offline or mirror else None
         """The local engine: the service itself offline, a mirror on Kafka (or None)."""
@@ -139,12 +151,15 @@ class SpanguardClient:
         start_seq: int = 0,
         token_counter: TokenCounter | None = None,
         extractor: Extractor | None = None,
+        protect: Protect | None = None,
     ) -> Session:
         """The tracker of one agent session (created on first use).
 
         ``start_seq`` resumes a session another process started (its next ``seq``).
         ``extractor`` (else the client's) adds the harness's own referents, for
-        instance from a NER model, to every message of the session.
+        instance from a NER model, to every message of the session. ``protect``
+        (else the client's) says which messages are protected: named rules
+        (``"system"``, ``"first_user"``) and predicates of a message; ``()`` none.
 
         Raises:
             ValueError: For an empty session id or tenant.
@@ -162,6 +177,7 @@ class SpanguardClient:
             send_text=self.send_text,
             extractor=extractor or self.extractor,
             next_seq=start_seq,
+            protect=self.protect if protect is None else protect,
         )
         session = Session(self, tracker, Inbox(tenant, session_id))
         self.sessions[key] = session
@@ -177,6 +193,8 @@ class RewriteReport:
     ``faults`` come from the local engine, which runs the service's code on
     the same events: offline they are the service's; on Kafka the worker's own
     copies follow on ``<prefix>.faults`` (see :meth:`Session.faults`).
+    ``compaction`` is the local engine's ``context.compacted`` record of the
+    rewrite (contract 1.2; None without a local engine).
     """
 
     diff: RewriteDiff
@@ -184,6 +202,7 @@ class RewriteReport:
     event_id: str
     sent: bool = True
     note: str = ""
+    compaction: ContextCompacted | None = None
 
 
 @dataclass(slots=True)
@@ -266,6 +285,8 @@ class Session:
         *,
         invalidate_scores: bool | Iterable[str] = True,
         base_seq: int | None = None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> RewriteReport:
         """Report that the context is now ``messages`` (complete, in order).
 
@@ -273,17 +294,24 @@ class Session:
         lineage); one with a known id and other text is modified; a live span
         missing from ``messages`` is merged when a created message names it, else
         removed (an ``UNGATED_EVICTION`` unless a decision committed it: evict
-        through :meth:`request_eviction` first).
+        through :meth:`request_eviction` first). ``strategy`` / ``trigger`` name
+        the compactor and why it ran (echoed in ``context.compacted``). Nothing
+        here vetoes: :func:`~streams.sdk.compaction.gate_compaction` does.
         """
         event, diff = self.tracker.rewritten(
-            messages, invalidate_scores=invalidate_scores, base_seq=base_seq
+            messages,
+            invalidate_scores=invalidate_scores,
+            base_seq=base_seq,
+            strategy=strategy,
+            trigger=trigger,
         )
         errors = self.send_errors
         outputs = await self._send(event)
         self.tracker.commit_rewrite(messages, diff)
         sent = self.send_errors == errors
         note = "" if sent else "not sent: the broker is unavailable (see send_errors)"
-        return RewriteReport(diff, tuple(_faults(outputs)), event.event_id, sent, note)
+        compaction = next((o for o in outputs if isinstance(o, ContextCompacted)), None)
+        return RewriteReport(diff, tuple(_faults(outputs)), event.event_id, sent, note, compaction)
 
     async def request_eviction(
         self,
@@ -315,6 +343,7 @@ class Session:
         else:
             decision = await self._remote_decision(link, event, wanted, timeout)
             self._compare(decision, local)
+        decision = self._keep_whole(decision)
         self.tracker.evicted(decision.evict)
         return decision
 
@@ -382,6 +411,37 @@ class Session:
         # topics: they may reach this consumer a moment later.
         await inbox.wait(lambda: listed <= inbox.by_id.keys(), loop_time.left())
         return Decision.from_outputs(wanted, decided, inbox.outputs)
+
+    def _keep_whole(self, decision: Decision) -> Decision:
+        """``decision`` without the protected spans and partial tool-pair groups it
+        would evict (see :meth:`request_eviction`)."""
+        live = self.tracker.live
+        evict = [s for s in decision.evict if s in live]
+        held = {s: "PROTECTED" for s in evict if live[s].protected}
+        groups = self.tracker.tool_groups()
+        changed = True
+        while changed:
+            changed = False
+            for span_id in evict:
+                if span_id in held:
+                    continue
+                group = groups.get(span_id, ())
+                if any(other not in evict or other in held for other in group):
+                    held[span_id] = "TOOL_PAIR"
+                    changed = True
+        if not held:
+            return decision
+        self.disagreements.append(
+            (decision.request_id, f"the SDK kept {sorted(held)}: {sorted(set(held.values()))}")
+        )
+        note = f"kept by the SDK: {', '.join(f'{s} ({r})' for s, r in held.items())}"
+        return replace(
+            decision,
+            committed=tuple(s for s in decision.committed if s not in held),
+            dropped=tuple(s for s in decision.dropped if s not in held),
+            refused={**decision.refused, **held},
+            note=f"{decision.note}; {note}" if decision.note else note,
+        )
 
     def _compare(self, decision: Decision, local: list[OutputEvent]) -> None:
         if decision.timed_out:

@@ -3,18 +3,28 @@
 A compactor proposes a new context (``after``) for the current one
 (``before``). :func:`gate_compaction`:
 
-1. reports ``before`` (messages not tracked yet are added);
-2. checks the proposed rewrite on a copy of the local engine's state and
-   vetoes it when it would raise a fault of ``veto_on`` (an empty summary,
-   a summary bigger than what it replaces): the original messages stay;
-3. asks the gate to evict what the compactor removed (``basis: recency``:
+1. reports ``before`` (messages not tracked yet are added, with their tool calls
+   and protection);
+2. works out what the SDK keeps whatever happens: a protected message the
+   compactor left out (a summary's default lineage never absorbs one), and both
+   halves of a tool pair the compactor dropped only half of (a trimmer's cut
+   between a call and its result);
+3. checks the proposal with those kept, first from the tracker's own knowledge
+   (:meth:`~streams.sdk.tracker.SpanTracker.violations`) and then on a copy of the
+   local engine's state, and vetoes it when it would raise a fault of ``veto_on``:
+   an empty summary, a summary bigger than what it replaces, a protected message
+   rewritten (modified, or absorbed by a summary that declares it), a tool pair
+   split (a summary that absorbs one half while the other stays). The original
+   messages stay and the outcome says why;
+4. asks the gate to evict what the compactor removed (``basis: recency``:
    a budget compactor, no relevance scores needed); with no decision in time
    the original messages stay (the safe default);
-4. puts back every message the gate refused (pinned: a retained message
-   refers to it), with the tool-call partners it needs, and removes the
-   poisoned spans the decision dropped;
-5. reports the resulting context as a ``context.rewritten`` and returns it
-   with every fault the rewrite caused.
+5. puts back every message the gate refused (pinned: a retained message refers
+   to it; protected; half of a pair), with its whole tool-pair group, and
+   removes the poisoned spans the decision dropped;
+6. reports the resulting context as a ``context.rewritten`` (with the
+   compactor's ``strategy`` and ``trigger``) and returns it with every fault the
+   rewrite caused and the engine's ``context.compacted`` record.
 """
 
 from __future__ import annotations
@@ -23,14 +33,20 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
-from schemas import FaultKind, IntegrityFault
+from schemas import ContextCompacted, FaultKind, IntegrityFault
 from streams.sdk.bridge import AnySession, unwrap
 from streams.sdk.client import Session
 from streams.sdk.decision import Decision
-from streams.sdk.messages import Message, TokenCounter
+from streams.sdk.messages import Message, Protect, TokenCounter, check_policy
+from streams.sdk.tracker import SpanTracker, Violation
 
 DEFAULT_VETO: frozenset[FaultKind] = frozenset(
-    {FaultKind.EMPTY_SUMMARY, FaultKind.SUMMARY_BALLOONING}
+    {
+        FaultKind.EMPTY_SUMMARY,
+        FaultKind.SUMMARY_BALLOONING,
+        FaultKind.PROTECTED_SPAN_REWRITTEN,
+        FaultKind.TOOL_PAIR_SPLIT,
+    }
 )
 """Fault kinds that make an adapter keep the original messages instead of compacting."""
 
@@ -40,8 +56,13 @@ class CompactionOutcome:
     """What to do with a proposed compaction.
 
     ``messages`` is the context to use (the original one when ``applied`` is
-    False). ``kept`` are the removed messages the gate refused to evict and that
-    were put back; ``faults`` those of the check (when vetoed) or of the rewrite.
+    False). ``kept`` are the removed messages that were put back (the gate
+    refused them, or the SDK keeps them: protected, half of a tool pair);
+    ``faults`` those of the check (when vetoed) or of the rewrite.
+    ``vetoed_by`` are the fault kinds that vetoed it and ``violations`` what the
+    tracker found itself (which protected message, which tool call): the
+    reasons, also summed up in ``note``. ``compaction`` is the local engine's
+    ``context.compacted`` record of the applied rewrite (None when vetoed).
     """
 
     messages: list[Message]
@@ -52,6 +73,8 @@ class CompactionOutcome:
     kept: tuple[str, ...] = ()
     note: str = ""
     removed: tuple[str, ...] = field(default=())
+    violations: tuple[Violation, ...] = ()
+    compaction: ContextCompacted | None = None
 
     @property
     def fault_kinds(self) -> list[FaultKind]:
@@ -67,24 +90,79 @@ class SpanguardFaultError(RuntimeError):
     """
 
     def __init__(self, outcome: CompactionOutcome, items: list[Any] | None = None) -> None:
-        kinds = ", ".join(outcome.fault_kinds)
+        kinds = ", ".join(dict.fromkeys([*outcome.vetoed_by, *outcome.fault_kinds]))
         super().__init__(f"spanguard: {kinds} ({outcome.note or 'compaction'})")
         self.outcome = outcome
         self.items = items
 
 
-def default_lineage(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
+def default_lineage(
+    before: Sequence[Message], after: Sequence[Message], keep: Collection[str] = ()
+) -> list[Message]:
     """``after`` where every new message without declared lineage derives from every
-    message the compactor removed (what a summary of the removed turns is)."""
+    message the compactor removed (what a summary of the removed turns is), except
+    the ids of ``keep`` (protected messages: the SDK puts them back verbatim, so no
+    summary replaces them)."""
     kept_ids = {m.id for m in after}
     known = {m.id for m in before}
-    removed = tuple(m.id for m in before if m.id not in kept_ids)
+    removed = tuple(m.id for m in before if m.id not in kept_ids and m.id not in keep)
     return [
         replace(m, derived_from=removed)
         if m.id not in known and not m.derived_from and removed
         else m
         for m in after
     ]
+
+
+Groups = Mapping[str, Sequence[str]]
+
+
+def _with_groups(
+    groups: Groups,
+    ids: set[str],
+    removed: Collection[str],
+    partners: Mapping[str, Sequence[str]] | None,
+) -> set[str]:
+    """``ids`` and, transitively, every removed member of their tool-pair groups."""
+    result = set(ids)
+    todo = list(ids)
+    while todo:
+        span_id = todo.pop()
+        for other in (*groups.get(span_id, ()), *(partners or {}).get(span_id, ())):
+            if other in removed and other not in result:
+                result.add(other)
+                todo.append(other)
+    return result
+
+
+def must_keep(
+    tracker: SpanTracker,
+    proposed: Sequence[Message],
+    removed: Collection[str],
+    partners: Mapping[str, Sequence[str]] | None = None,
+) -> set[str]:
+    """The removed messages the SDK keeps whatever the gate decides: protected
+    messages no proposed message names as its lineage, and the removed halves of
+    every tool-pair group a member of which stays (the pair leaves whole or not at
+    all), closed over the groups."""
+    successors = {p for m in proposed if m.id not in tracker.live for p in m.derived_from}
+    staying = {m.id for m in proposed}
+    live = tracker.live
+    keep = {s for s in removed if s in live and live[s].protected and s not in successors}
+    groups = tracker.tool_groups()
+    for span_id in removed:
+        if span_id in successors:
+            continue  # absorbed by a summary: a split by merge is vetoed, not repaired
+        links = (*groups.get(span_id, ()), *(partners or {}).get(span_id, ()))
+        if any(other in staying for other in links):
+            keep.add(span_id)
+    return _with_groups(groups, keep, [s for s in removed if s not in successors], partners)
+
+
+def _veto_note(kinds: Sequence[FaultKind], violations: Sequence[Violation]) -> str:
+    reasons = "; ".join(v.detail for v in violations)
+    why = f"{', '.join(kinds)}: {reasons}" if reasons else ", ".join(kinds)
+    return f"compaction vetoed ({why}): the original messages stay"
 
 
 async def gate_compaction(
@@ -96,34 +174,48 @@ async def gate_compaction(
     carry_scores: bool = False,
     partners: Mapping[str, Sequence[str]] | None = None,
     timeout: float | None = None,
+    strategy: str | None = None,
+    trigger: str | None = None,
 ) -> CompactionOutcome:
     """Gate the compaction ``before`` -> ``after`` (see the module docstring).
 
     ``carry_scores``: the harness keeps its old relevance scores across the
     rewrite (they are not invalidated; the service reports
     ``REWRITE_WITHOUT_INVALIDATION`` for every modified scored span).
-    ``partners``: span id -> span ids that must stay with it (a tool result and
-    the call that asked for it).
+    ``partners``: span id -> span ids that must stay with it, besides the tool
+    pairs the messages' own ``tool_call_ids`` / ``tool_call_id`` make.
+    ``strategy`` / ``trigger``: the compactor's name and why it ran, sent with the
+    rewrite (echoed in ``context.compacted``).
     """
     await session.observe(before)
-    base_seq = session.tracker.last_seq
-    proposed = default_lineage(before, after)
+    tracker = session.tracker
+    base_seq = tracker.last_seq
+    protected = set(tracker.protected_ids())
+    proposed = default_lineage(before, after, keep=protected)
     invalidate = not carry_scores
     after_ids = {m.id for m in proposed}
     removed = tuple(m.id for m in before if m.id not in after_ids)
 
+    # What the SDK keeps anyway, so that the check judges what would really be sent.
+    groups = tracker.tool_groups()  # before the decision evicts anything
+    keep = must_keep(tracker, proposed, removed, partners)
+    checked_context = _insert_kept(before, proposed, [m for m in before if m.id in keep])
+    violations = tuple(v for v in tracker.violations(checked_context) if v.kind in veto_on)
+    checked: list[IntegrityFault] = []
     if veto_on and session.client.engine is not None:
-        checked = session.check_rewrite(proposed, invalidate_scores=invalidate)
-        vetoes = tuple(dict.fromkeys(f.kind for f in checked if f.kind in veto_on))
-        if vetoes:
-            return CompactionOutcome(
-                list(before),
-                applied=False,
-                faults=tuple(f for f in checked if f.kind in vetoes),
-                vetoed_by=vetoes,
-                note=f"compaction vetoed ({', '.join(vetoes)}): the original messages stay",
-                removed=removed,
-            )
+        checked = session.check_rewrite(checked_context, invalidate_scores=invalidate)
+    found = [*(v.kind for v in violations), *(f.kind for f in checked if f.kind in veto_on)]
+    vetoes = tuple(dict.fromkeys(found))
+    if vetoes:
+        return CompactionOutcome(
+            list(before),
+            applied=False,
+            faults=tuple(f for f in checked if f.kind in vetoes),
+            vetoed_by=vetoes,
+            note=_veto_note(vetoes, violations),
+            removed=removed,
+            violations=violations,
+        )
 
     decision: Decision | None = None
     evict: set[str] = set()
@@ -135,14 +227,14 @@ async def gate_compaction(
             )
         evict = set(decision.evict)
 
-    refused = [m for m in before if m.id in removed and m.id not in evict]
-    kept_ids = {m.id for m in refused}
-    for span_id in list(kept_ids):
-        kept_ids.update(p for p in (partners or {}).get(span_id, ()) if p in removed)
+    refused = {m.id for m in before if m.id in removed and m.id not in evict}
+    kept_ids = _with_groups(groups, refused | keep, removed, partners)
     put_back = [m for m in before if m.id in kept_ids]
     final = _insert_kept(before, proposed, put_back)
     final = [m for m in final if m.id not in evict or m.id in kept_ids]
-    report = await session.rewrite(final, invalidate_scores=invalidate, base_seq=base_seq)
+    report = await session.rewrite(
+        final, invalidate_scores=invalidate, base_seq=base_seq, strategy=strategy, trigger=trigger
+    )
     return CompactionOutcome(
         final,
         applied=True,
@@ -151,6 +243,7 @@ async def gate_compaction(
         kept=tuple(m.id for m in put_back),
         note=report.note,
         removed=removed,
+        compaction=report.compaction,
     )
 
 
@@ -167,6 +260,14 @@ class GuardOptions(TypedDict, total=False):
     """Counts a message's tokens (default: the session's counter)."""
     timeout: float | None
     """Seconds to wait for the gate's decision (default: the client's)."""
+    protect: Protect
+    """The session's protection policy (see :data:`~streams.sdk.messages.Protect`;
+    default: the client's or the session's, ``("system", "first_user")``). It is the
+    session's: it applies to the messages reported from then on."""
+    strategy: str | None
+    """The compactor's name sent with each rewrite (default: the adapter's guess)."""
+    trigger: str | None
+    """Why the compactor ran (``threshold``, ``overflow``, ``manual``...; default none)."""
 
 
 class CompactionGuard:
@@ -188,6 +289,10 @@ class CompactionGuard:
         self.raise_on = frozenset(options.get("raise_on", ()))
         self.token_counter = options.get("token_counter")
         self.timeout = options.get("timeout")
+        if "protect" in options:
+            self.session.tracker.protect = check_policy(options["protect"])
+        self.strategy = options.get("strategy")
+        self.trigger = options.get("trigger")
         self.outcomes: list[CompactionOutcome] = []
 
     async def gate(
@@ -195,8 +300,13 @@ class CompactionGuard:
         before: Sequence[Message],
         after: Sequence[Message],
         partners: Mapping[str, Sequence[str]] | None = None,
+        *,
+        strategy: str | None = None,
     ) -> CompactionOutcome:
-        """:func:`gate_compaction` with this guard's options; the outcome is recorded."""
+        """:func:`gate_compaction` with this guard's options; the outcome is recorded.
+
+        ``strategy``: the adapter's name for the compactor, used when the guard was
+        not given one."""
         outcome = await gate_compaction(
             self.session,
             before,
@@ -205,28 +315,39 @@ class CompactionGuard:
             carry_scores=self.carry_scores,
             partners=partners,
             timeout=self.timeout,
+            strategy=self.strategy or strategy,
+            trigger=self.trigger,
         )
         self.outcomes.append(outcome)
         return outcome
 
     def check_raise(self, outcome: CompactionOutcome, items: list[Any] | None = None) -> None:
         """Raise :class:`SpanguardFaultError` (with ``items``, the messages in force) when
-        ``outcome`` has a fault of ``raise_on``."""
-        if any(kind in self.raise_on for kind in outcome.fault_kinds):
+        ``outcome`` has a fault of ``raise_on`` (or was vetoed by one)."""
+        if any(kind in self.raise_on for kind in (*outcome.vetoed_by, *outcome.fault_kinds)):
             raise SpanguardFaultError(outcome, items)
 
 
 def _insert_kept(
     before: Sequence[Message], after: Sequence[Message], put_back: Sequence[Message]
 ) -> list[Message]:
-    """``after`` with each of ``put_back`` placed just before the first message ``after``
-    kept from ``before`` that came after it there (else at the end): original order
-    among old messages, new ones (a summary) where the compactor put them."""
+    """``after`` with each of ``put_back`` placed back where it stood: just before the
+    first message of ``after`` that came after it in ``before``, a new message (a
+    summary) standing where its earliest source stood (so the system prompt and the
+    task stay ahead of a summary of what followed them); else at the end."""
     index = {m.id: i for i, m in enumerate(before)}
+
+    def place(message: Message) -> int | None:
+        if message.id in index:
+            return index[message.id]
+        sources = [index[p] for p in message.derived_from if p in index]
+        return min(sources) if sources else None
+
     result = list(after)
     for message in sorted(put_back, key=lambda m: index[m.id]):
+        mine = index[message.id]
         at = next(
-            (j for j, m in enumerate(result) if m.id in index and index[m.id] > index[message.id]),
+            (j for j, m in enumerate(result) if (p := place(m)) is not None and p > mine),
             len(result),
         )
         result.insert(at, message)

@@ -26,7 +26,9 @@ class Decision:
 
     ``committed`` and ``dropped`` are the spans the harness may (must) remove;
     ``refused`` maps every other candidate to the gate's reason (``PINNED``,
-    ``UNSCORED``, ``FROZEN``...); ``pins`` say which retained span needs a
+    ``UNSCORED``, ``FROZEN``, ``PROTECTED``, ``TOOL_PAIR``...); ``held_by`` maps a
+    ``TOOL_PAIR`` refusal to the span of its group that stays for a reason of its
+    own (contract 1.2); ``pins`` say which retained span needs a
     pinned one; ``recompute`` lists the spans to re-score before the gate will
     commit anything; ``faults`` are those this request caused.
     """
@@ -38,6 +40,7 @@ class Decision:
     committed: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
+    held_by: dict[str, str] = field(default_factory=dict)
     pins: tuple[SpanPinned, ...] = ()
     faults: tuple[IntegrityFault, ...] = ()
     recompute: tuple[str, ...] = ()
@@ -90,6 +93,7 @@ class Decision:
             committed=tuple(decided.committed),
             dropped=tuple(decided.dropped),
             refused={r.span_id: r.reason.value for r in decided.refused},
+            held_by={r.span_id: r.held_by for r in decided.refused if r.held_by is not None},
             pins=pins,
             faults=faults,
             recompute=recompute,

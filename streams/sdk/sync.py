@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Self, TypeVar, Unpack
 from schemas import IntegrityFault
 from streams.sdk.client import RewriteReport, Session, SpanguardClient
 from streams.sdk.decision import Decision
-from streams.sdk.messages import Message
+from streams.sdk.messages import Message, Protect
 from streams.sdk.tracker import EvictionOptions
 
 T = TypeVar("T")
@@ -92,10 +92,18 @@ class SyncSession:
         *,
         invalidate_scores: bool | Iterable[str] = True,
         base_seq: int | None = None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> RewriteReport:
         """See :meth:`Session.rewrite`."""
         return _LoopThread.run(
-            self.session.rewrite(messages, invalidate_scores=invalidate_scores, base_seq=base_seq)
+            self.session.rewrite(
+                messages,
+                invalidate_scores=invalidate_scores,
+                base_seq=base_seq,
+                strategy=strategy,
+                trigger=trigger,
+            )
         )
 
     def request_eviction(
@@ -156,7 +164,14 @@ class SyncSpanguardClient:
         self.close()
 
     def session(
-        self, session_id: str, *, tenant: str = "default", start_seq: int = 0
+        self,
+        session_id: str,
+        *,
+        tenant: str = "default",
+        start_seq: int = 0,
+        protect: Protect | None = None,
     ) -> SyncSession:
         """See :meth:`SpanguardClient.session`."""
-        return SyncSession(self.client.session(session_id, tenant=tenant, start_seq=start_seq))
+        return SyncSession(
+            self.client.session(session_id, tenant=tenant, start_seq=start_seq, protect=protect)
+        )

@@ -6,6 +6,13 @@ extractor, remembers the scores it reported, and turns a new message list into
 a ``context.rewritten`` snapshot whose diff (modified / created / merged /
 removed) it computes itself, so ``declared_modified`` and
 ``scores_invalidated`` are right.
+
+Contract 1.2: it also knows each live span's tool calls (``tool_call_ids`` /
+``tool_call_id``) and protection, decided when the span is added by the
+session's :data:`~streams.sdk.messages.Protect` policy, and finds, without the
+engine, what a proposed snapshot would break (:meth:`SpanTracker.violations`:
+a protected span rewritten or left out, a whole tool pair split), by the same
+rules as the engine's ``PROTECTED_SPAN_REWRITTEN`` and ``TOOL_PAIR_SPLIT``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from schemas import (
     ContextRewritten,
     EvictionPolicy,
     EvictionRequested,
+    FaultKind,
     MentionIn,
     Referent,
     ScoreIn,
@@ -31,7 +39,16 @@ from schemas import (
 )
 from streams.engine.names import NameBook
 from streams.engine.referents import extract
-from streams.sdk.messages import Message, TokenCounter, approximate_tokens
+from streams.sdk.messages import (
+    DEFAULT_PROTECT,
+    USER_ROLES,
+    Message,
+    Protect,
+    TokenCounter,
+    approximate_tokens,
+    check_policy,
+    is_protected,
+)
 
 Basis = Literal["score", "recency"]
 Clock = Callable[[], datetime]
@@ -51,19 +68,46 @@ class EvictionOptions(TypedDict, total=False):
     query: str | None
 
 
+def _label(word: str | None) -> str | None:
+    """A ``strategy`` / ``trigger`` as the contract takes it: 1..128 characters."""
+    return word.strip()[:128] or None if word else None
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
 @dataclass(slots=True)
 class TrackedSpan:
-    """A live span: its hash and token count (the text itself is not kept)."""
+    """A live span: its hash and token count (the text itself is not kept), and what
+    its ``span.added`` said of it: the tool calls it makes, the call it answers,
+    whether it is protected (a span a rewrite created has none of these)."""
 
     span_id: str
     sha256: str
     tokens: int
     role: str | None = None
     derived_from: tuple[str, ...] = ()
+    tool_call_ids: tuple[str, ...] = ()
+    tool_call_id: str | None = None
+    protected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """What a proposed snapshot would break, found by the tracker alone.
+
+    ``kind`` is the fault the engine raises for it (``PROTECTED_SPAN_REWRITTEN``
+    or ``TOOL_PAIR_SPLIT``); ``span_ids`` the protected span, or the half of the
+    split pair that would stay, in context order (as the engine's fault names them);
+    ``call_id`` the pair's call id (None for a protected span); ``detail`` says what
+    happened, in words.
+    """
+
+    kind: FaultKind
+    span_ids: tuple[str, ...]
+    detail: str
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +164,9 @@ class SpanTracker:
     next_seq: int = 0
     clock: Clock = _utc_now
     turn: int = 0
+    protect: Protect = DEFAULT_PROTECT
+    """Which messages are protected when they enter the context (see
+    :data:`~streams.sdk.messages.Protect`); a message's own ``protected`` wins."""
     live: dict[str, TrackedSpan] = field(default_factory=dict)
     """Live spans in context order."""
     known_types: set[str] = field(default_factory=set)
@@ -127,9 +174,14 @@ class SpanTracker:
     """The session's name book, as the built-in extractor keeps it (raw: client side)."""
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)
     """span id -> (score id, hash scored) of the latest score reported for its current text."""
+    seen_user: bool = False
+    """A user message was added already (the next one is not the first)."""
     _next_position: int = 0
     _uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.protect = check_policy(self.protect)
 
     # -- ids and envelope -------------------------------------------------
 
@@ -206,6 +258,9 @@ class SpanTracker:
         sha = text_sha256(message.text)
         tokens = self.tokens_of(message)
         referents = self._referents(message.text)
+        is_user = message.role in USER_ROLES
+        protected = is_protected(message, self.protect, first_user=is_user and not self.seen_user)
+        calls = tuple(dict.fromkeys(message.tool_call_ids))
         event = SpanAdded.model_validate(
             {
                 **self._envelope("span.added"),
@@ -218,14 +273,25 @@ class SpanTracker:
                 "derived_from": list(message.derived_from) or None,
                 "introduces": referents.introduces,
                 "mentions": referents.mentions,
+                "tool_call_ids": list(calls) or None,
+                "tool_call_id": message.tool_call_id,
+                "protected": protected,
             }
         )
         self._learn(referents)
         if self.send_text:
             self._learn_text(message.text)
         self._next_position += 1
+        self.seen_user = self.seen_user or is_user
         self.live[message.id] = TrackedSpan(
-            message.id, sha, tokens, message.role, message.derived_from
+            message.id,
+            sha,
+            tokens,
+            message.role,
+            message.derived_from,
+            calls,
+            message.tool_call_id,
+            protected,
         )
         return event
 
@@ -265,6 +331,8 @@ class SpanTracker:
         *,
         invalidate_scores: bool | Iterable[str] = True,
         base_seq: int | None = None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> tuple[ContextRewritten, RewriteDiff]:
         """``context.rewritten`` whose snapshot is ``messages`` (the complete new context).
 
@@ -273,7 +341,9 @@ class SpanTracker:
         default), False none (a harness that keeps its old scores: the service
         answers ``REWRITE_WITHOUT_INVALIDATION``), or the score ids to invalidate.
         ``base_seq`` defaults to the last event built before this one.
-        Does not change the tracker (see :meth:`commit_rewrite`).
+        ``strategy`` / ``trigger``: the compactor's name and why it ran (contract 1.2,
+        echoed in ``context.compacted``). Does not change the tracker (see
+        :meth:`commit_rewrite`).
         """
         diff, entries = self._diff(messages, invalidate_scores)
         base = base_seq if base_seq is not None else self.last_seq
@@ -285,6 +355,8 @@ class SpanTracker:
                 "declared_modified": list(diff.modified),
                 "scores_invalidated": list(diff.invalidated),
                 "base_seq": base,
+                "strategy": _label(strategy),
+                "trigger": _label(trigger),
             }
         )
         return event, diff
@@ -309,9 +381,14 @@ class SpanTracker:
             if before is not None and before.sha256 == sha:
                 self.live[message.id] = before
                 continue
-            self.live[message.id] = TrackedSpan(
+            span = TrackedSpan(
                 message.id, sha, self.tokens_of(message), message.role, message.derived_from
             )
+            if before is not None:  # modified: the span id keeps what span.added said
+                span.tool_call_ids = before.tool_call_ids
+                span.tool_call_id = before.tool_call_id
+                span.protected = before.protected
+            self.live[message.id] = span
         for span_id in (*diff.modified, *diff.merged, *diff.removed):
             self.bound.pop(span_id, None)
         self._next_position = max(self._next_position, len(messages))
@@ -350,6 +427,91 @@ class SpanTracker:
         for span_id in span_ids:
             self.live.pop(span_id, None)
             self.bound.pop(span_id, None)
+
+    # -- tool pairs and protection ------------------------------------------------
+
+    def pairs(self) -> dict[str, tuple[list[str], list[str]]]:
+        """call id -> (live spans making the call, live spans answering it), each in
+        context order; call ids in the order they first appear."""
+        result: dict[str, tuple[list[str], list[str]]] = {}
+        for span in self.live.values():
+            for call_id in span.tool_call_ids:
+                result.setdefault(call_id, ([], []))[0].append(span.span_id)
+            if span.tool_call_id is not None:
+                result.setdefault(span.tool_call_id, ([], []))[1].append(span.span_id)
+        return result
+
+    def tool_groups(self) -> dict[str, tuple[str, ...]]:
+        """span id -> its group: the live spans linked to it through shared call ids
+        (itself included, in context order). Spans without tool calls are not listed;
+        a call whose result has not arrived is a group of one."""
+        parent: dict[str, str] = {}
+
+        def root(span_id: str) -> str:
+            while parent.setdefault(span_id, span_id) != span_id:
+                parent[span_id] = parent[parent[span_id]]
+                span_id = parent[span_id]
+            return span_id
+
+        for callers, answers in self.pairs().values():
+            members = [*callers, *answers]
+            for other in members[1:]:
+                parent[root(other)] = root(members[0])
+        by_root: dict[str, list[str]] = {}
+        for span_id in self.live:
+            if span_id in parent:
+                by_root.setdefault(root(span_id), []).append(span_id)
+        return {s: tuple(group) for group in by_root.values() for s in group}
+
+    def protected_ids(self) -> list[str]:
+        """Live protected spans, in context order."""
+        return [s.span_id for s in self.live.values() if s.protected]
+
+    def violations(self, messages: Sequence[Message]) -> list[Violation]:
+        """What the snapshot ``messages`` would break, by the engine's rules (nothing is
+        sent and nothing changes): every live protected span it modifies or leaves out
+        (``PROTECTED_SPAN_REWRITTEN``), then every call id whose call and a result were
+        live and that it leaves with calls but no result live, or results but no call
+        (``TOOL_PAIR_SPLIT``).
+        """
+        after = {m.id: m for m in messages}
+        successors: dict[str, str] = {}
+        for message in messages:
+            if message.id not in self.live:
+                for parent in message.derived_from:
+                    successors.setdefault(parent, message.id)
+        found: list[Violation] = []
+        for span in self.live.values():
+            if not span.protected:
+                continue
+            kept = after.get(span.span_id)
+            if kept is None:
+                into = successors.get(span.span_id)
+                how = f"merged into {into!r}" if into else "left out"
+            elif text_sha256(kept.text) != span.sha256:
+                how = "modified"
+            else:
+                continue
+            detail = f"protected message {span.span_id!r} {how}"
+            found.append(Violation(FaultKind.PROTECTED_SPAN_REWRITTEN, (span.span_id,), detail))
+        order = list(self.live)
+        for call_id, (callers, answers) in self.pairs().items():
+            if not callers or not answers:
+                continue  # not whole before
+            call_live = any(s in after for s in callers)
+            answer_live = any(s in after for s in answers)
+            if call_live == answer_live:
+                continue  # whole, or gone whole (a summary that replaced both halves)
+            members = [*callers, *answers]
+            live = tuple(sorted((s for s in members if s in after), key=order.index))
+            gone = [s for s in members if s not in after]
+            half = "call" if answer_live else "result"
+            detail = (
+                f"tool call {call_id!r} split: its {half} {', '.join(map(repr, gone))} "
+                f"would leave without {', '.join(map(repr, live))}"
+            )
+            found.append(Violation(FaultKind.TOOL_PAIR_SPLIT, live, detail, call_id))
+        return found
 
     def closed(self) -> SessionClosed:
         """``session.closed``."""

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from schemas import FaultKind
@@ -23,6 +29,8 @@ from streams.sdk.adapters.langchain import (
     SpanguardMiddleware,
     guarded_trim_messages,
 )
+from streams.sdk.adapters.lc_messages import replace_all
+from streams.sdk.messages import ProtectRule
 
 Model = Callable[[Sequence[Any]], Any]
 Play = Callable[..., dict[str, Any]]
@@ -214,7 +222,10 @@ async def test_async_agent_gets_the_same_pins(
 
 def test_guarded_trim_keeps_what_a_later_message_refers_to(scenario: dict[str, Any]) -> None:
     client = SpanguardClient.offline()
-    session = client.session("lc-trim")
+    # Only system prompts protected: the account turn (the first user message) stays
+    # because the last turn refers to it, not because it is the task.
+    only_system: tuple[ProtectRule, ...] = ("system",)
+    session = client.session("lc-trim", protect=only_system)
     history: list[BaseMessage] = [
         HumanMessage(scenario["account"]),
         AIMessage("I see two charges."),
@@ -233,3 +244,174 @@ def test_guarded_trim_keeps_what_a_later_message_refers_to(scenario: dict[str, A
     texts = _texts(trimmed)
     assert texts[0] == scenario["account"] and texts[-1] == scenario["referring"]
     assert scenario["chatter"][0] not in texts
+
+
+# -- contract 1.2: tool pairs and protected messages in the agent loop ------------------
+
+SYSTEM_PROMPT = "You are the billing agent. Never close an account without the user's consent."
+THREAD: Any = {"configurable": {"thread_id": "t-1"}}
+
+
+class _OrphanCheck(AgentMiddleware[Any, Any]):
+    """Stands in for the provider's rule: records every model request holding a tool
+    result without its call, or a call without its result (the provider's 400)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.orphans: list[str] = []
+        self.requests = 0
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.requests += 1
+        calls = {
+            c["id"] for m in request.messages if isinstance(m, AIMessage) for c in m.tool_calls
+        }
+        results = {m.tool_call_id for m in request.messages if isinstance(m, ToolMessage)}
+        self.orphans.extend(sorted(str(c) for c in calls ^ results))
+        return handler(request)
+
+
+class _SplittingSummariser(AgentMiddleware[Any, Any]):
+    """A naive compactor: summarises everything up to the last tool call and keeps its
+    result onwards (the cut LangChain #34282 describes)."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        messages = state["messages"]
+        cut = next(
+            (i for i in range(len(messages) - 1, 0, -1) if isinstance(messages[i], ToolMessage)),
+            None,
+        )
+        if cut is None:
+            return None
+        return {"messages": replace_all([HumanMessage("Summary: a lookup."), *messages[cut:]])}
+
+
+class _CondenseSystemPrompt(AgentMiddleware[Any, Any]):
+    """A compactor that shortens the system prompt in place (same id, new text)."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        system = next((m for m in state["messages"] if isinstance(m, SystemMessage)), None)
+        if system is None or system.text != SYSTEM_PROMPT:
+            return None
+        return {"messages": [SystemMessage("Billing agent.", id=system.id)]}
+
+
+def _no_orphans(messages: list[BaseMessage]) -> bool:
+    calls = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    return calls == {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+
+
+def test_a_summary_that_splits_a_tool_pair_is_vetoed(agent: Callable[..., Any], play: Play) -> None:
+    session = SpanguardClient.offline().session("lc-split")
+    guard = SpanguardMiddleware(session, compactor=_SplittingSummariser())
+    provider = _OrphanCheck()
+
+    result = play(agent([guard, provider]))
+
+    assert guard.outcomes and all(not o.applied for o in guard.outcomes)
+    assert {o.vetoed_by for o in guard.outcomes} == {(FaultKind.TOOL_PAIR_SPLIT,)}
+    assert "tool call 'call-1' split" in guard.outcomes[0].note
+    faults = result["spanguard_faults"]
+    assert {f["kind"] for f in faults} == {FaultKind.TOOL_PAIR_SPLIT}
+    assert {f["evidence"]["tool_call_id"] for f in faults} == {"call-1"}
+    # The model never got a request with half a pair, and the state kept both halves.
+    assert provider.requests > 1 and provider.orphans == []
+    assert _no_orphans(result["messages"]) and any(
+        isinstance(m, ToolMessage) for m in result["messages"]
+    )
+
+
+def test_without_the_guard_the_split_reaches_the_provider(
+    agent: Callable[..., Any], play: Play
+) -> None:
+    # The control: the same compactor alone sends the tool result without its call.
+    provider = _OrphanCheck()
+    play(agent([_SplittingSummariser(), provider]))
+    assert "call-1" in provider.orphans
+
+
+def test_a_rewritten_system_prompt_is_vetoed(
+    agent: Callable[..., Any], scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lc-system")
+    guard = SpanguardMiddleware(session, compactor=_CondenseSystemPrompt())
+    loop = agent([guard])
+
+    result = loop.invoke(
+        {"messages": [SystemMessage(SYSTEM_PROMPT), HumanMessage(scenario["account"])]}, THREAD
+    )
+    result = loop.invoke({"messages": [HumanMessage("And the second charge?")]}, THREAD)
+
+    assert guard.outcomes and {o.vetoed_by for o in guard.outcomes} == {
+        (FaultKind.PROTECTED_SPAN_REWRITTEN,)
+    }
+    assert "protected message" in guard.outcomes[0].note
+    assert {f["kind"] for f in result["spanguard_faults"]} == {FaultKind.PROTECTED_SPAN_REWRITTEN}
+    [system] = [m for m in result["messages"] if isinstance(m, SystemMessage)]
+    assert system.text == SYSTEM_PROMPT and session.tracker.live[str(system.id)].protected
+
+
+def test_a_rolling_summary_that_absorbs_a_whole_pair_is_applied(
+    agent: Callable[..., Any], scripted_chat_model: Model, scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lc-rolling")
+    summariser = SummarizationMiddleware(
+        scripted_chat_model([]),
+        trigger=("messages", 8),
+        keep=("messages", 2),
+        summarizer=lambda messages: (
+            "The agent ran lookup_account for account 8841-C: two charges for order 55012."
+        ),
+    )
+    guard = SpanguardMiddleware(session, compactor=summariser, trigger="threshold")
+    provider = _OrphanCheck()
+    loop = agent([guard, provider])
+
+    # The first turn calls the tool; nothing later refers to what the call found.
+    state = loop.invoke(
+        {"messages": [SystemMessage(SYSTEM_PROMPT), HumanMessage(scenario["account"])]}, THREAD
+    )
+    for text in scenario["chatter"]:
+        state = loop.invoke({"messages": [HumanMessage(text)]}, THREAD)
+
+    [outcome] = guard.outcomes
+    assert outcome.applied and outcome.vetoed_by == ()
+    assert FaultKind.TOOL_PAIR_SPLIT not in outcome.fault_kinds
+    messages = state["messages"]
+    assert not any(isinstance(m, ToolMessage) or getattr(m, "tool_calls", None) for m in messages)
+    # The system prompt and the task stay verbatim, ahead of the summary.
+    texts = _texts(messages)
+    assert texts[:3] == [SYSTEM_PROMPT, scenario["account"], texts[2]]
+    assert "two charges" in texts[2]
+    assert outcome.fault_kinds == []  # the summary kept the keys it absorbed
+    record = outcome.compaction
+    assert record is not None and record.strategy == "SummarizationMiddleware"
+    assert record.trigger == "threshold" and record.faults == []
+    assert provider.orphans == []
+
+
+def test_guarded_trim_keeps_both_halves_of_a_pair(scenario: dict[str, Any]) -> None:
+    session = SpanguardClient.offline().session("lc-trim-pair")
+    history: list[BaseMessage] = [
+        SystemMessage(SYSTEM_PROMPT),
+        HumanMessage("Hello."),
+        AIMessage("", tool_calls=[{"name": "lookup_account", "args": {}, "id": "call-7"}]),
+        ToolMessage("No charges found.", tool_call_id="call-7"),
+        AIMessage("Nothing to refund."),
+        HumanMessage(scenario["chatter"][0]),
+    ]
+    trimmed, outcome = guarded_trim_messages(
+        session, history, max_tokens=3, token_counter=len, strategy="last"
+    )
+    # trim_messages alone would keep the tool result without its call.
+    assert isinstance(trim_messages_alone(history)[0], ToolMessage)
+    assert outcome.applied and outcome.decision is not None
+    assert outcome.decision.refused[str(history[2].id)] == "TOOL_PAIR"
+    assert trimmed == history and _no_orphans(trimmed)
+
+
+def trim_messages_alone(history: list[BaseMessage]) -> list[BaseMessage]:
+    """What ``trim_messages`` keeps of ``history`` on its own (the last three)."""
+    from langchain_core.messages import trim_messages
+
+    return list(trim_messages(history, max_tokens=3, token_counter=len, strategy="last"))

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -23,6 +23,7 @@ from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre
 Model = Callable[[Sequence[Any]], Any]
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
 Play = Callable[..., dict[str, Any]]
+THREAD: Any = {"configurable": {"thread_id": "t-1"}}
 
 
 @pytest.fixture
@@ -82,8 +83,8 @@ def test_summary_that_drops_the_referred_account_keeps_it_pinned(
     assert outcome.applied and outcome.decision is not None
     assert outcome.decision.pinned
     texts = _texts(result)
-    assert texts[0] == "Summary: small talk."
-    assert scenario["account"] in texts
+    # The user's first message (the task) is protected: it stays ahead of the summary.
+    assert texts[:2] == [scenario["account"], "Summary: small talk."]
     assert any("Account 8841-C: two charges" in t for t in texts)
     assert scenario["chatter"][0] not in texts
     # A pre-model hook sees the model's last answer at the next turn.
@@ -165,3 +166,75 @@ async def test_async_graph_gets_the_same_pins(
     [outcome] = hook.outcomes
     assert outcome.applied and outcome.kept
     assert scenario["account"] in _texts(state)
+
+
+# -- contract 1.2: tool pairs and protected messages in the graph loop ---------------
+
+SYSTEM_PROMPT = "You are the billing agent. Never close an account without the user's consent."
+
+
+def _split_after_the_call(messages: list[BaseMessage]) -> list[BaseMessage] | None:
+    """A naive summariser: everything up to the last tool result becomes a summary, the
+    result and what follows stay (the call is summarised away, its result is not)."""
+    cut = next(
+        (i for i in range(len(messages) - 1, 0, -1) if isinstance(messages[i], ToolMessage)),
+        None,
+    )
+    return None if cut is None else [HumanMessage("Summary: a lookup."), *messages[cut:]]
+
+
+def _condense_system_prompt(messages: list[BaseMessage]) -> list[BaseMessage] | None:
+    """Shortens the system prompt in place (same id, new text)."""
+    if not any(isinstance(m, SystemMessage) and m.text == SYSTEM_PROMPT for m in messages):
+        return None
+    return [
+        SystemMessage("Billing agent.", id=m.id) if isinstance(m, SystemMessage) else m
+        for m in messages
+    ]
+
+
+@pytest.mark.parametrize(
+    ("compactor", "kind"),
+    [
+        (_split_after_the_call, FaultKind.TOOL_PAIR_SPLIT),
+        (_condense_system_prompt, FaultKind.PROTECTED_SPAN_REWRITTEN),
+    ],
+)
+def test_a_split_pair_or_a_rewritten_system_prompt_is_vetoed(
+    model: Any,
+    graph: Callable[..., Any],
+    scenario: dict[str, Any],
+    compactor: Compactor,
+    kind: FaultKind,
+) -> None:
+    session = SpanguardClient.offline().session(f"lg-veto-{kind}")
+    hook = spanguard_pre_model_hook(session, compactor)
+    loop = graph(model, hook)
+    first = [SystemMessage(SYSTEM_PROMPT), HumanMessage(scenario["account"])]
+    result = loop.invoke({"messages": first}, THREAD)
+    result = loop.invoke({"messages": [HumanMessage(scenario["referring"])]}, THREAD)
+
+    assert hook.outcomes and {o.vetoed_by for o in hook.outcomes} == {(kind,)}
+    assert {f["kind"] for f in result["spanguard_faults"]} == {kind}
+    messages = result["messages"]
+    assert messages[0].text == SYSTEM_PROMPT
+    calls = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    assert calls == {m.tool_call_id for m in messages if isinstance(m, ToolMessage)} == {"call-1"}
+
+
+def test_a_summary_of_the_whole_pair_is_applied(
+    model: Any, graph: Callable[..., Any], scenario: dict[str, Any]
+) -> None:
+    session = SpanguardClient.offline().session("lg-whole")
+    summary = "Summary: lookup_account found two charges on account 8841-C for order 55012."
+    hook = spanguard_pre_model_hook(session, _summariser(summary, at=8))
+    loop = graph(model, hook)
+    result = loop.invoke({"messages": [HumanMessage(scenario["account"])]}, THREAD)
+    for text in scenario["chatter"]:
+        result = loop.invoke({"messages": [HumanMessage(text)]}, THREAD)
+
+    [outcome] = hook.outcomes
+    assert outcome.applied and outcome.fault_kinds == []
+    texts = _texts(result)
+    assert texts[:2] == [scenario["account"], summary]
+    assert not any(isinstance(m, ToolMessage) for m in result["messages"])

@@ -105,8 +105,8 @@ async def test_agents_summary_that_drops_the_referred_account_keeps_it_pinned(
     [outcome] = session.guard.outcomes
     assert outcome.applied and outcome.decision is not None and outcome.decision.pinned
     texts = [item_text(i) for i in items]
-    assert texts[0] == "Summary: small talk."
-    assert scenario["account"] in texts
+    # The user's first message (the task) is protected: it stays ahead of the summary.
+    assert texts[:2] == [scenario["account"], "Summary: small talk."]
     assert any("Account 8841-C: two charges" in t for t in texts)
     assert any(i.get("type") == "function_call" for i in items)  # the call kept its output
     assert scenario["chatter"][0] not in texts
@@ -186,6 +186,73 @@ async def test_chat_completions_list_keeps_the_referred_message(scenario: dict[s
 
     assert outcome.applied and outcome.decision is not None
     contents = [m["content"] for m in result]
-    assert contents[:2] == ["You are helpful.", "Summary: small talk."]
-    assert scenario["account"] in contents and scenario["chatter"][0] not in contents
+    # The system prompt and the user's first message are protected: both stay in place.
+    assert contents[:3] == ["You are helpful.", scenario["account"], "Summary: small talk."]
+    assert outcome.decision.refused[outcome.kept[0]] == "PROTECTED"
+    assert scenario["chatter"][0] not in contents
     assert all("spanguard" not in key for m in result for key in m)  # items are not modified
+
+
+# -- contract 1.2: tool pairs and protected items in the Agents SDK loop ---------------
+
+
+def _split_after_the_call(items: list[Any]) -> list[Any] | None:
+    """A naive summariser: everything before the last tool output becomes a summary, the
+    output and what follows stay (the ``function_call`` is summarised away)."""
+    cut = next(
+        (i for i in range(len(items) - 1, 0, -1) if items[i].get("type") == "function_call_output"),
+        None,
+    )
+    return (
+        None if cut is None else [{"role": "user", "content": "Summary: a lookup."}, *items[cut:]]
+    )
+
+
+def _orphans(items: list[Any]) -> set[str]:
+    calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    return calls ^ outputs
+
+
+async def test_agents_summary_that_splits_a_tool_pair_is_vetoed(scenario: dict[str, Any]) -> None:
+    guard_session = SpanguardClient.offline().session("oa-split")
+    session = SpanguardAgentsSession(
+        SQLiteSession("oa-split"),
+        guard_session,
+        _split_after_the_call,
+        raise_on={FaultKind.TOOL_PAIR_SPLIT},
+    )
+    agent = Agent(name="support", model=ScriptedModel(), tools=[lookup_account])
+    with pytest.raises(SpanguardFaultError) as raised:
+        await Runner.run(agent, scenario["account"], session=session)
+
+    outcome = raised.value.outcome
+    assert not outcome.applied and outcome.vetoed_by == (FaultKind.TOOL_PAIR_SPLIT,)
+    assert "tool call 'call_1' split" in outcome.note
+    [fault] = outcome.faults
+    assert fault.evidence["tool_call_id"] == "call_1"
+    items = await session.get_items()
+    assert _orphans(items) == set() and [i.get("type") for i in items].count("function_call") == 1
+    # The tracker read the pair from the Responses items themselves.
+    assert guard_session.tracker.pairs()["call_1"] == (["fc_1"], ["out-call_1"])
+
+
+async def test_agents_rolling_summary_of_the_whole_pair_is_applied(
+    scenario: dict[str, Any],
+) -> None:
+    guard_session = SpanguardClient.offline().session("oa-whole")
+    summary = "Summary: lookup_account found two charges on account 8841-C for order 55012."
+    session = SpanguardAgentsSession(
+        SQLiteSession("oa-whole"), guard_session, _summariser(summary, at=8)
+    )
+    agent = Agent(name="support", model=ScriptedModel(), tools=[lookup_account])
+    for text in [scenario["account"], *scenario["chatter"][:2]]:
+        await Runner.run(agent, text, session=session)
+
+    [outcome] = session.guard.outcomes
+    assert outcome.applied and outcome.fault_kinds == [] and session.faults == []
+    items = await session.get_items()
+    texts = [item_text(i) for i in items]
+    assert texts[:2] == [scenario["account"], summary]  # the task stays, verbatim
+    assert not any(i.get("type", "").startswith("function_call") for i in items)
+    assert outcome.compaction is not None and outcome.compaction.strategy == "compact"

@@ -8,10 +8,15 @@ Three lines::
 
 ``compactor`` is any middleware whose ``before_model`` rewrites the messages
 (LangChain's ``SummarizationMiddleware``, your own): the guard calls it,
-checks its proposal before it is applied (an empty or ballooning summary is
+checks its proposal before it is applied (an empty or ballooning summary, a
+rewritten protected message, a summary that absorbs half of a tool pair are
 vetoed and the original messages stay), asks the gate to evict what it
-removes, puts back what the gate refuses (pinned: a later turn refers to it)
-and reports the result. Faults land in the agent state's ``spanguard_faults``
+removes, puts back what the gate refuses (pinned: a later turn refers to it;
+protected; half of a tool pair) and reports the result. Tool pairs come from
+``AIMessage.tool_calls`` and ``ToolMessage.tool_call_id``; a ``SystemMessage``
+and the first ``HumanMessage`` in the state are protected by default (the
+``system_prompt`` given to ``create_agent`` is not in the state: no compactor
+can touch it). Faults land in the agent state's ``spanguard_faults``
 (so in ``invoke``'s result); kinds in ``raise_on`` raise
 :class:`SpanguardFaultError` out of the agent instead.
 
@@ -72,12 +77,17 @@ async def gate_messages(
     messages: Sequence[BaseMessage],
     before: list[Message],
     proposed: Sequence[BaseMessage],
+    strategy: str | None = None,
 ) -> tuple[CompactionOutcome, list[BaseMessage] | None]:
     """Gate a compaction of LangChain messages (shared by the LangChain middleware and
     the LangGraph hook): the outcome, recorded and raised on as the guard says, and
-    the messages to write back when the compaction is applied (None: keep ``messages``)."""
+    the messages to write back when the compaction is applied (None: keep ``messages``).
+    ``strategy`` names the compactor in the rewrite (when the guard was given none)."""
     outcome = await guard.gate(
-        before, to_messages(proposed, guard.token_counter), tool_partners(messages)
+        before,
+        to_messages(proposed, guard.token_counter),
+        tool_partners(messages),
+        strategy=strategy,
     )
     guard.check_raise(outcome)
     if not outcome.applied:
@@ -134,7 +144,8 @@ class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any], CompactionGuard)
             await self.session.observe(before)
             return proposal
         proposed = apply_update(messages, proposal["messages"])
-        outcome, kept = await gate_messages(self, messages, before, proposed)
+        name = self.compactor.name if self.compactor is not None else None
+        outcome, kept = await gate_messages(self, messages, before, proposed, name)
         update = {k: v for k, v in proposal.items() if k != "messages"}
         if outcome.faults:
             update[FAULTS_KEY] = fault_records(outcome)
@@ -193,17 +204,29 @@ async def aguarded_trim_messages(
     carry_scores: bool = False,
     raise_on: Collection[FaultKind] = (),
     timeout: float | None = None,
+    trigger: str | None = None,
     **trim_options: Any,
 ) -> tuple[list[BaseMessage], CompactionOutcome]:
     """Async :func:`guarded_trim_messages`: the gate's options (see
     :class:`~streams.sdk.compaction.GuardOptions`; ``token_counter`` is
-    ``trim_messages``'s), the rest for ``trim_messages``."""
+    ``trim_messages``'s), the rest for ``trim_messages``.
+
+    A trim that cuts between a tool call and its result keeps both; one that drops
+    a protected message (the system prompt, the user's first message) keeps it."""
     guard = CompactionGuard(
-        session, veto_on=veto_on, carry_scores=carry_scores, raise_on=raise_on, timeout=timeout
+        session,
+        veto_on=veto_on,
+        carry_scores=carry_scores,
+        raise_on=raise_on,
+        timeout=timeout,
+        strategy="trim_messages",
+        trigger=trigger,
     )
     before = to_messages(messages)  # first: it gives the messages their span ids
     trimmed = trim_messages(list(messages), **trim_options)
     outcome = await guard.gate(before, to_messages(trimmed), tool_partners(messages))
     guard.check_raise(outcome)
+    if not outcome.applied:
+        return list(messages), outcome
     by_id = {m.id: m for m in (*messages, *trimmed)}
     return [by_id[m.id] for m in outcome.messages if m.id in by_id], outcome

@@ -9,10 +9,13 @@ Three lines::
 ``compactor`` takes the current messages and returns the compacted list (a
 summary message followed by the messages it keeps, or a trimmed list); None
 only reports. The hook runs before every model call: it reports new
-messages, and when the compactor proposes a change, checks it (an empty or
-ballooning summary is vetoed: the original messages stay), asks the gate to
-evict what it removes, keeps what the gate refuses and writes the result to
-the state. Faults go to the state's ``spanguard_faults`` (see
+messages (tool pairs from ``AIMessage.tool_calls`` / ``ToolMessage.tool_call_id``;
+the ``SystemMessage`` and the first ``HumanMessage`` protected by default), and
+when the compactor proposes a change, checks it (an empty or ballooning
+summary, a rewritten protected message, a summary that absorbs half of a tool
+pair are vetoed: the original messages stay), asks the gate to evict what it
+removes, keeps what the gate refuses (and both halves of a pair a trim would
+split) and writes the result to the state. Faults go to the state's ``spanguard_faults`` (see
 :class:`SpanguardMessagesState`) when the graph's state has that key.
 """
 
@@ -78,7 +81,8 @@ class SpanguardHook(CompactionGuard):
         if proposal is None:
             await self.session.observe(before)
             return {}
-        outcome, kept = await gate_messages(self, messages, before, list(proposal))
+        name = getattr(self.compactor, "__name__", None)
+        outcome, kept = await gate_messages(self, messages, before, list(proposal), name)
         update: dict[str, Any] = {}
         if outcome.faults and self.faults_key:
             update[self.faults_key] = fault_records(outcome)

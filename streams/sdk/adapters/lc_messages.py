@@ -6,6 +6,12 @@ the text content, plus its tool calls as JSON (a call's arguments hold
 identifiers a later turn may refer to). The summary message LangChain's
 ``SummarizationMiddleware`` writes is reported without its fixed preamble:
 the span is the summariser's output, so an empty summary is an empty span.
+
+Tool pairs come from LangChain's own fields: an ``AIMessage``'s
+``tool_calls[*]["id"]`` are the span's ``tool_call_ids``, a ``ToolMessage``'s
+``tool_call_id`` its ``tool_call_id``. Protection is the session's policy
+(``SystemMessage`` is role ``system``, ``HumanMessage`` role ``human``); a
+summary ``SummarizationMiddleware`` wrote is never protected.
 """
 
 from __future__ import annotations
@@ -43,14 +49,27 @@ def span_text(message: BaseMessage) -> str:
     return text
 
 
+def tool_call_ids(message: BaseMessage) -> tuple[str, ...]:
+    """The ids of the tool calls an ``AIMessage`` makes (none for other messages)."""
+    if not isinstance(message, AIMessage):
+        return ()
+    return tuple(dict.fromkeys(str(c["id"]) for c in message.tool_calls if c.get("id")))
+
+
 def to_message(message: BaseMessage, counter: TokenCounter | None = None) -> Message:
-    """The SDK message of a LangChain message (tokens from ``counter`` when given)."""
+    """The SDK message of a LangChain message (tokens from ``counter`` when given),
+    with its tool calls or the call it answers."""
     text = span_text(message)
+    answers = message.tool_call_id if isinstance(message, ToolMessage) else None
+    summary = message.additional_kwargs.get("lc_source") == "summarization"
     return Message(
         id=ensure_id(message),
         text=text,
         role=message.type,
         tokens=counter(text) if counter is not None else None,
+        tool_call_ids=tool_call_ids(message),
+        tool_call_id=answers or None,
+        protected=False if summary else None,
     )
 
 

@@ -13,6 +13,15 @@ compaction hook (``run_compaction``, called by the runner after each turn)::
     session = SpanguardAgentsSession(SQLiteSession("conv-1"), guard_session, compactor)
     result = await Runner.run(agent, "...", session=session)
 
+Tool pairs come from the items themselves (:func:`item_tool_ids`): a Chat
+Completions assistant message's ``tool_calls[*].id`` and a ``tool`` message's
+``tool_call_id``; a Responses / Agents SDK call item (``function_call``,
+``custom_tool_call``, ``computer_call``, ``shell_call``, ``local_shell_call``,
+``apply_patch_call``, ``tool_search_call``, ``program``) and its ``*_output``
+item by their shared ``call_id``; an ``mcp_approval_request`` and the
+``mcp_approval_response`` that names it. The system (or developer) message and
+the user's first message are protected by the session's default policy.
+
 Span ids: an item's own ``id`` (Responses items, assistant messages), else
 ``call_id`` for tool results, else the item is matched to the tracked list by
 its content (an identical item keeps its span; a changed one is a new span
@@ -41,7 +50,7 @@ from streams.sdk.compaction import (
     GuardOptions,
     SpanguardFaultError,
 )
-from streams.sdk.messages import Message
+from streams.sdk.messages import SYSTEM_ROLES, Message
 
 Item = Mapping[str, Any]
 
@@ -69,6 +78,49 @@ def item_text(item: Item) -> str:
     return "\n".join(parts)
 
 
+CALL_OUTPUT_TYPES: dict[str, str] = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "shell_call": "shell_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+    "program": "program_output",
+}
+"""Responses item types that call a tool, and the type of the item that answers them
+(matched by ``call_id``; the same table as the Agents SDK's own)."""
+
+OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values())
+
+
+def item_tool_ids(item: Item) -> tuple[tuple[str, ...], str | None]:
+    """(the tool call ids an item makes, the call id it answers) for Chat Completions
+    messages and Responses / Agents SDK items; ``((), None)`` for any other item."""
+    kind = item.get("type")
+    call_id = item.get("call_id")
+    if kind in CALL_OUTPUT_TYPES and isinstance(call_id, str) and call_id:
+        return (call_id,), None
+    if kind in OUTPUT_TYPES and isinstance(call_id, str) and call_id:
+        return (), call_id
+    if kind == "mcp_approval_request" and isinstance(item.get("id"), str) and item["id"]:
+        return (str(item["id"]),), None
+    if kind == "mcp_approval_response":
+        request = item.get("approval_request_id")
+        return (), request if isinstance(request, str) and request else None
+    if item.get("role") == "tool":
+        answered = item.get("tool_call_id")
+        return (), answered if isinstance(answered, str) and answered else None
+    calls = tuple(
+        dict.fromkeys(
+            str(c["id"])
+            for c in item.get("tool_calls") or ()
+            if isinstance(c, Mapping) and isinstance(c.get("id"), str) and c["id"]
+        )
+    )
+    return calls, None
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode("utf-8")
 
@@ -76,33 +128,19 @@ def _json(value: Any) -> str:
 def _own_id(item: Item) -> str | None:
     if isinstance(item.get("id"), str) and item["id"]:
         return str(item["id"])
-    if item.get("type") == "function_call_output" and isinstance(item.get("call_id"), str):
+    if item.get("type") in OUTPUT_TYPES and isinstance(item.get("call_id"), str):
         return f"out-{item['call_id']}"
+    if item.get("role") == "tool" and isinstance(item.get("tool_call_id"), str):
+        return f"out-{item['tool_call_id']}"
     return None
+
+
+def _is_system(item: Item) -> bool:
+    return item.get("role") in SYSTEM_ROLES
 
 
 def _fingerprint(item: Item) -> str:
     return text_sha256(_json(dict(item)))
-
-
-def _partners(items: Sequence[Item], ids: Sequence[str]) -> dict[str, list[str]]:
-    """A tool call and its output stay together (the API refuses one without the other)."""
-    calls: dict[str, str] = {}
-    partners: dict[str, list[str]] = {}
-    for item, span_id in zip(items, ids, strict=True):
-        call_id = item.get("call_id")
-        if item.get("type") == "function_call" and isinstance(call_id, str):
-            calls[call_id] = span_id
-        for call in item.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                calls[call["id"]] = span_id
-    for item, span_id in zip(items, ids, strict=True):
-        call_id = item.get("call_id") or item.get("tool_call_id")
-        is_output = item.get("type") == "function_call_output" or item.get("role") == "tool"
-        if is_output and isinstance(call_id, str) and call_id in calls:
-            partners.setdefault(span_id, []).append(calls[call_id])
-            partners.setdefault(calls[call_id], []).append(span_id)
-    return partners
 
 
 class ChatGuard(CompactionGuard):
@@ -113,24 +151,35 @@ class ChatGuard(CompactionGuard):
 
     def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:
         super().__init__(session, **options)
-        self._known: list[tuple[str, str]] = []
-        """(fingerprint, span id) of the tracked list, in order."""
+        self._known: list[tuple[str, str, bool]] = []
+        """(fingerprint, span id, is a system message) of the tracked list, in order."""
 
     def ids(self, items: Sequence[Item]) -> list[str]:
         """Span ids for ``items``: own ids, else the tracked item with the same content
-        (in order, each used once), else a fresh id."""
+        (in order, each used once), else, for a system (or developer) message, the
+        tracked system message in the same rank (a changed system prompt is the system
+        prompt rewritten, not a new message), else a fresh id."""
         pool: dict[str, list[str]] = {}
-        for fingerprint, span_id in self._known:
+        for fingerprint, span_id, _ in self._known:
             pool.setdefault(fingerprint, []).append(span_id)
         used: set[str] = set()
+        systems = [s for _, s, system in self._known if system]
+        rank = 0
         result: list[str] = []
         for item in items:
             own = _own_id(item)
+            system = _is_system(item)
             if own is None:
                 matches = pool.get(_fingerprint(item), [])
                 while matches and matches[0] in used:
                     matches.pop(0)
-                own = matches.pop(0) if matches else f"item-{uuid.uuid4().hex[:16]}"
+                if matches:
+                    own = matches.pop(0)
+                elif system and rank < len(systems) and systems[rank] not in used:
+                    own = systems[rank]
+                else:
+                    own = f"item-{uuid.uuid4().hex[:16]}"
+            rank += system
             span_id = own
             if span_id in used:
                 span_id = f"{span_id}~{uuid.uuid4().hex[:8]}"  # the same id twice in one list
@@ -145,11 +194,21 @@ class ChatGuard(CompactionGuard):
             text = item_text(item)
             tokens = self.token_counter(text) if self.token_counter else None
             role = item.get("role") or item.get("type")
-            result.append(Message(span_id, text, role=str(role) if role else None, tokens=tokens))
+            calls, answers = item_tool_ids(item)
+            result.append(
+                Message(
+                    span_id,
+                    text,
+                    role=str(role) if role else None,
+                    tokens=tokens,
+                    tool_call_ids=calls,
+                    tool_call_id=answers,
+                )
+            )
         return result
 
     def _remember(self, items: Sequence[Item], ids: Sequence[str]) -> None:
-        self._known = [(_fingerprint(i), s) for i, s in zip(items, ids, strict=True)]
+        self._known = [(_fingerprint(i), s, _is_system(i)) for i, s in zip(items, ids, strict=True)]
 
     async def observe(self, items: Sequence[Item]) -> list[IntegrityFault]:
         """Report the items not tracked yet (call before each model call)."""
@@ -159,20 +218,22 @@ class ChatGuard(CompactionGuard):
         return faults
 
     async def compact(
-        self, items: Sequence[Item], compacted: Sequence[Item]
+        self, items: Sequence[Item], compacted: Sequence[Item], *, strategy: str | None = None
     ) -> tuple[list[Item], CompactionOutcome]:
         """Gate the compaction ``items`` -> ``compacted``; returns the items to use (the
-        original ones when vetoed or undecided) and the outcome."""
+        original ones when vetoed or undecided) and the outcome. ``strategy`` names
+        the compactor in the rewrite (when the guard was given none)."""
         before_ids = self.ids(items)
         self._remember(items, before_ids)
         after_ids = self.ids(compacted)
         outcome = await self.gate(
             self.messages(items, before_ids),
             self.messages(compacted, after_ids),
-            _partners(items, before_ids),
+            strategy=strategy,
         )
         by_id = dict(zip(before_ids, items, strict=True))
-        by_id.update(zip(after_ids, compacted, strict=True))
+        if outcome.applied:  # a vetoed rewrite of an item keeps the original item
+            by_id.update(zip(after_ids, compacted, strict=True))
         result = [by_id[m.id] for m in outcome.messages]
         self._remember(result, [m.id for m in outcome.messages])
         self.check_raise(outcome, result)
@@ -245,8 +306,9 @@ class SpanguardAgentsSession:
             proposed = await proposed
         if proposed is None:
             return
+        name = getattr(self.compactor, "__name__", None)
         try:
-            result, outcome = await self.guard.compact(items, list(proposed))
+            result, outcome = await self.guard.compact(items, list(proposed), strategy=name)
         except SpanguardFaultError as error:
             self.faults.extend(error.outcome.faults)
             if error.outcome.applied and error.items is not None:

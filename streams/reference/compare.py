@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from schemas import (
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     IntegrityFault,
@@ -18,18 +20,53 @@ from schemas import (
     SpanPinned,
 )
 from streams.reference.model import ReferenceModel
-from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute, Rejected
+from streams.reference.outcome import (
+    Compacted,
+    Decision,
+    Fault,
+    Outcome,
+    Pin,
+    Recompute,
+    Rejected,
+)
 
 SESSION_WIDE = frozenset({"MONOTONIC_DRIFT", "PRUNING_STALLED", "SEQUENCE_GAP", "OUT_OF_ORDER"})
 """Fault kinds about the session, not about spans: their span ids are not compared."""
 
 
+def details_of(kind: str, evidence: dict[str, Any]) -> tuple[tuple[str | int, ...], ...]:
+    """What a contract 1.2 fault's evidence must state, as the reference states it:
+    ``PROTECTED_SPAN_REWRITTEN`` (span, ``modified`` or ``left out``) per span;
+    ``TOOL_PAIR_SPLIT`` (call id, the live spans of the call, sorted);
+    ``SUMMARY_LOST_KEYS`` (summary, N parent keys, kept, lost);
+    ``COMPACTION_THRASHING`` (rewrites in the run, tokens before, tokens after).
+    Malformed evidence yields an item that matches nothing."""
+    try:
+        if kind == "PROTECTED_SPAN_REWRITTEN":
+            return tuple((item["span_id"], item["change"]) for item in evidence["spans"])
+        if kind == "TOOL_PAIR_SPLIT":
+            return ((evidence["tool_call_id"], *sorted(evidence["live"])),)
+        if kind == "SUMMARY_LOST_KEYS":
+            keys, kept, lost = evidence["parent_keys"], evidence["kept"], evidence["lost"]
+            return ((evidence["span_id"], keys, kept, len(lost)),)
+        if kind == "COMPACTION_THRASHING":
+            run = evidence["consecutive"]
+            return ((run, evidence["tokens_before"], evidence["tokens_after"]),)
+    except (KeyError, TypeError):
+        return (("malformed evidence",),)
+    return ()
+
+
 def outcomes_of(outputs: Iterable[OutputEvent]) -> list[Outcome]:
-    """The outcomes a list of output events states (ids, times, evidence left out)."""
+    """The outcomes a list of output events states (ids, times, most evidence left
+    out; a compaction record's fault ids become the kinds of those faults)."""
     found: list[Outcome] = []
+    kinds: dict[str, str] = {}
     for output in outputs:
         if isinstance(output, IntegrityFault):
-            found.append(Fault(output.kind.value, frozenset(output.span_ids)))
+            kind = output.kind.value
+            kinds[output.fault_id] = kind
+            found.append(Fault(kind, frozenset(output.span_ids), details_of(kind, output.evidence)))
         elif isinstance(output, SpanPinned):
             found.append(Pin(output.span_id, frozenset(output.pinned_for)))
         elif isinstance(output, ScoresRecomputeRequested):
@@ -42,11 +79,39 @@ def outcomes_of(outputs: Iterable[OutputEvent]) -> list[Outcome]:
                     frozenset(output.committed),
                     frozenset((r.span_id, r.reason.value) for r in output.refused),
                     frozenset(output.dropped),
+                    frozenset((r.span_id, r.held_by) for r in output.refused if r.held_by),
                 )
             )
+        elif isinstance(output, ContextCompacted):
+            found.append(_compacted(output, kinds))
         elif isinstance(output, EventRejected):
             found.append(Rejected(output.reason.value))
     return found
+
+
+def _compacted(output: ContextCompacted, kinds: dict[str, str]) -> Compacted:
+    """A record as the reference states it; a fault id not produced before it (by
+    the same event) reads as ``?<id>``, which no reference record lists."""
+    return Compacted(
+        output.rewrite_id,
+        output.tokens_before,
+        output.tokens_after,
+        output.spans_before,
+        output.spans_after,
+        tuple(output.modified),
+        tuple(output.created),
+        tuple(output.merged),
+        tuple(output.removed),
+        output.keys_before,
+        output.keys_after,
+        frozenset(kinds.get(fault_id, f"?{fault_id}") for fault_id in output.faults)
+        | (frozenset() if len(set(output.faults)) == len(kinds) else frozenset({"?missing"})),
+        output.outcome,
+        output.strategy,
+        output.trigger,
+        tuple(sorted(output.tokens_by_role_before.items())),
+        tuple(sorted(output.tokens_by_role_after.items())),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,32 +119,42 @@ class Semantics:
     """What is compared of one input event's outcomes.
 
     Faults as ``(kind, span_id)`` pairs (so grouping spans into one fault or
-    several does not matter; ``""`` for a session-wide kind), pinned spans,
-    ``(pinned span, span whose mention needs it)`` pairs, recomputed spans,
-    decisions and rejection reasons.
+    several does not matter; ``""`` for a session-wide kind), the 1.2 kinds'
+    evidence as ``(kind, *detail)`` tuples, pinned spans, ``(pinned span, span
+    whose mention needs it)`` pairs, recomputed spans, decisions, compaction
+    records, whether each record follows every fault of its event (the contract:
+    "produced after every fault it lists") and rejection reasons.
     """
 
     faults: frozenset[tuple[str, str]]
+    details: frozenset[tuple[str | int, ...]]
     pins: frozenset[str]
     pinned_for: frozenset[tuple[str, str]]
     recompute: frozenset[str]
     decisions: tuple[Decision, ...]
+    compactions: tuple[Compacted, ...]
+    compacted_last: bool
     rejections: tuple[str, ...]
 
 
 def semantics(outcomes: Sequence[Outcome]) -> Semantics:
     """Reduce a list of outcomes to what the comparison looks at."""
     faults: set[tuple[str, str]] = set()
+    details: set[tuple[str | int, ...]] = set()
     pins: set[tuple[str, str]] = set()
     recompute: set[str] = set()
     decisions: list[Decision] = []
+    compactions: list[Compacted] = []
+    last = True
     rejections: list[str] = []
     for item in outcomes:
         if isinstance(item, Fault):
+            last = last and not compactions
             if item.kind in SESSION_WIDE or not item.span_ids:
                 faults.add((item.kind, ""))
             else:
                 faults.update((item.kind, span_id) for span_id in item.span_ids)
+            details.update((item.kind, *detail) for detail in item.details)
         elif isinstance(item, Pin):
             pins.add((item.span_id, ""))
             pins.update((item.span_id, needer) for needer in item.pinned_for)
@@ -87,19 +162,34 @@ def semantics(outcomes: Sequence[Outcome]) -> Semantics:
             recompute.update(item.span_ids)
         elif isinstance(item, Decision):
             decisions.append(item)
+        elif isinstance(item, Compacted):
+            compactions.append(item)
         else:
             rejections.append(item.reason)
     return Semantics(
         frozenset(faults),
+        frozenset(details),
         frozenset(span_id for span_id, _ in pins),
         frozenset(pair for pair in pins if pair[1]),
         frozenset(recompute),
         tuple(decisions),
+        tuple(compactions),
+        last,
         tuple(sorted(rejections)),
     )
 
 
-FIELDS = ("faults", "pins", "pinned_for", "recompute", "decisions", "rejections")
+FIELDS = (
+    "faults",
+    "details",
+    "pins",
+    "pinned_for",
+    "recompute",
+    "decisions",
+    "compactions",
+    "compacted_last",
+    "rejections",
+)
 
 
 def disagreements(engine: Semantics, reference: Semantics) -> list[str]:

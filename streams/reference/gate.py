@@ -28,7 +28,9 @@ def requested_spans(session: Session, event: EvictionRequested) -> list[str]:
     ranked: list[tuple[float, Span]] = []
     for span in session.ordered():
         value = usable_score(span, event.query_sha256)
-        if span.counter < POISONED_AT and value is not None:
+        # Contract 1.2: policies never select a protected span, and keep_top_k
+        # neither ranks nor counts one.
+        if span.counter < POISONED_AT and value is not None and not span.protected:
             ranked.append((value, span))
     if event.policy.threshold is not None:
         threshold = event.policy.threshold
@@ -88,22 +90,28 @@ def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
     """The outcomes of one eviction request; applies its removals to ``session``."""
     outcomes: list[Outcome] = []
     requested = requested_spans(session, event)
+    protected = {s.span_id for s in session.spans.values() if s.protected}
     poisoned = {s.span_id for s in session.spans.values() if s.counter >= POISONED_AT}
-    leaving = {span_id for span_id in requested if span_id in session.spans} | poisoned
+    # Contract 1.2: a protected candidate counts as retained (it stays, so what it
+    # refers to must stay too).
+    requested_live = {span_id for span_id in requested if span_id in session.spans}
+    leaving = (requested_live | poisoned) - protected
     pinned = _pins(session, leaving)
     outcomes.extend(Pin(span_id, frozenset(needs)) for span_id, needs in pinned.items())
-    dropped = poisoned - pinned.keys()
+    droppable = poisoned - pinned.keys() - protected
     kept_poisoned = poisoned & pinned.keys()
     if kept_poisoned:
         outcomes.append(Fault("POISONED_SPAN", frozenset(kept_poisoned)))
     stale = [s for s in session.ordered() if 0 < s.counter < POISONED_AT]
     refused: set[tuple[str, str]] = {(span_id, "PINNED") for span_id in kept_poisoned}
-    committed: list[str] = []
+    eligible: list[str] = []
     frozen = bool(stale) and event.basis == "score"
     for span_id in requested:
-        if span_id in dropped:
+        if span_id in droppable:
             continue
-        if span_id in pinned:
+        if span_id in protected:
+            refused.add((span_id, "PROTECTED"))
+        elif span_id in pinned:
             refused.add((span_id, "PINNED"))
         elif span_id not in session.spans:
             refused.add((span_id, _absent(session, span_id)))
@@ -117,7 +125,17 @@ def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
             stale_itself = session.spans[span_id].counter > 0
             refused.add((span_id, "STALE_SCORE" if stale_itself else "UNSCORED"))
         else:
-            committed.append(span_id)
+            eligible.append(span_id)
+    paired, held_by = _whole_groups(session, set(eligible) | droppable)
+    committed = [span_id for span_id in eligible if span_id in paired]
+    refused |= {(span_id, "TOOL_PAIR") for span_id in eligible if span_id not in paired}
+    dropped = droppable & paired
+    kept_protected = poisoned & protected
+    if kept_protected:
+        outcomes.append(Fault("POISONED_SPAN", frozenset(kept_protected)))
+    kept_in_group = droppable - paired
+    if kept_in_group:
+        outcomes.append(Fault("POISONED_SPAN", frozenset(kept_in_group)))
     if frozen:
         action = "FREEZE"
         recompute = _neighbours(session, stale, dropped)
@@ -146,6 +164,26 @@ def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
             frozenset(committed),
             frozenset(refused),
             frozenset(dropped),
+            frozenset((s, held_by[s]) for s, reason in refused if reason == "TOOL_PAIR"),
         )
     )
     return outcomes
+
+
+def _whole_groups(session: Session, leaving: set[str]) -> tuple[set[str], dict[str, str]]:
+    """Contract 1.2: of ``leaving``, the spans whose whole tool pair group leaves too;
+    each span held back is held by the first span (by position) of its group that
+    stays."""
+    paired = set(leaving)
+    held_by: dict[str, str] = {}
+    for span_id in sorted(leaving):
+        if span_id not in paired:
+            continue
+        group = session.group(span_id)
+        staying = [span for span in group if span.span_id not in leaving]
+        if staying:
+            for span in group:
+                if span.span_id in paired:
+                    paired.discard(span.span_id)
+                    held_by[span.span_id] = staying[0].span_id
+    return paired, held_by

@@ -36,7 +36,7 @@ from streams.reference.decode import Refused, read_line
 from streams.reference.extract import from_harness, from_text
 from streams.reference.gate import decide
 from streams.reference.outcome import Fault, Outcome, Rejected
-from streams.reference.rewrite import counter_faults, rewrite
+from streams.reference.rewrite import counter_faults, list_faults, rewrite
 from streams.reference.state import DEDUP_WINDOW, POISONED_AT, Bound, Session, Span
 
 DRIFT_TOLERANCE = 0.05
@@ -84,7 +84,7 @@ class ReferenceModel:
         outcomes = _check_seq(session, event.seq)
         session.remember(event.event_id, self.dedup_window)
         outcomes.extend(self._apply(key, session, event))
-        return outcomes
+        return list_faults(outcomes)
 
     def _advance(self, tenant: str | None, session_id: str | None, seq: int | None) -> None:
         """A rejected event with a readable identity still moves the baseline."""
@@ -142,6 +142,10 @@ def _add(session: Session, event: SpanAdded) -> list[Outcome]:
         None,
         referents,
         event.seq,
+        event.role,
+        event.protected,
+        tuple(dict.fromkeys(event.tool_call_ids or ())),
+        event.tool_call_id,
     )
     session.known_types.update(referents.types)
     session.gone.pop(event.span_id, None)

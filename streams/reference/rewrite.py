@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from schemas import ContextRewritten, SnapshotEntry
+from schemas import DEFAULT_SEVERITY, ContextRewritten, FaultKind, SnapshotEntry
 from streams.reference.extract import Referents, from_harness, from_text
-from streams.reference.outcome import Fault, Outcome
+from streams.reference.outcome import Compacted, Fault, Outcome
 from streams.reference.state import (
     POISONED_AT,
     REWRITE_OF_REWRITE_AT,
@@ -25,6 +26,18 @@ MIN_SUMMARY_TOKENS = 3
 EMPTY_PARENT_FACTOR = 25
 """...when its parents held at least this x ``MIN_SUMMARY_TOKENS``."""
 EMPTY_TEXT_SHA256 = hashlib.sha256(b"").hexdigest()
+LOST_KEYS_MIN = 3
+"""Contract 1.2 default: a summary's parents must hold this many keys..."""
+LOST_KEYS_KEPT = 0.5
+"""...and the live set after it fewer than this share of them: ``SUMMARY_LOST_KEYS``."""
+THRASH_AFTER = 3
+"""Contract 1.2 default: thin rewrites in a row that raise ``COMPACTION_THRASHING``..."""
+THRASH_WITHIN_TURNS = 2
+"""...each within this many turns of the rewrite before it..."""
+THRASH_MIN_REDUCTION = 0.1
+"""...each leaving more than (1 - this) x its live tokens before."""
+UNKNOWN_ROLE = "unknown"
+"""Contract 1.2: the role under which the record counts tokens of spans without one."""
 
 
 def counter_faults(changes: list[tuple[str, int, int]]) -> list[Outcome]:
@@ -128,9 +141,10 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
     ]
     entries = [e for _, e in placed]
     in_snapshot = {e.span_id for e in entries}
-    # Reading (contract-notes): "named in the derived_from of a span in the snapshot"
-    # counts every entry as sent, also one that stays gone (evicted after base_seq).
-    cited = {parent for e in event.context for parent in e.derived_from or ()}
+    # Contract 1.2: "a span merged into an entry that is itself gone after the rewrite
+    # (an entry evicted after base_seq, which stays gone) is NOT merged": only the
+    # derived_from of entries that are live after the rewrite make successors.
+    cited = {parent for e in entries for parent in e.derived_from or ()}
     missing = [s for s in session.ordered() if s.span_id not in in_snapshot]
     kept = [s for s in missing if base is not None and s.added_seq > base]
     merged = [s for s in missing if s not in kept and s.span_id in cited]
@@ -205,13 +219,160 @@ def rewrite(session: Session, event: ContextRewritten) -> list[Outcome]:
     outcomes.extend(counter_faults(changes))
     outcomes.extend(_summary_faults(before, entries, {s.span_id for s in merged}))
     outcomes.extend(_dropped_referents(before, after))
+    rewritten = [before[e.span_id] for e in modified]
+    outcomes.extend(_protected_faults(rewritten, merged + ungated))
+    outcomes.extend(_split_pairs(before, after))
+    created = [e for e in entries if e.span_id not in before]
+    outcomes.extend(_lost_keys(session, before, after, created))
+    outcomes.extend(_thrashing(session, event, before, after))
+    record = Compacted(
+        event.rewrite_id,
+        _tokens(before.values()),
+        _tokens(after.values()),
+        len(before),
+        len(after),
+        tuple(e.span_id for e in modified),
+        tuple(e.span_id for e in created),
+        tuple(s.span_id for s in merged),
+        tuple(s.span_id for s in ungated),
+        len(_keys(before.values())),
+        len(_keys(after.values())),
+        frozenset(),
+        "clean",
+        event.strategy,
+        event.trigger,
+        _by_role(before.values()),
+        _by_role(after.values()),
+    )
 
     for span in merged + ungated:
         session.leave(span.span_id, event.seq)
     session.spans = after
     for span in after.values():
         session.known_types.update(span.referents.types)
+    return [*outcomes, record]
+
+
+def list_faults(outcomes: list[Outcome]) -> list[Outcome]:
+    """Fill in a ``context.compacted`` of ``outcomes`` with every fault its event
+    caused (sequence and drift faults included: "every fault whose ``caused_by`` is
+    the rewrite's event") and the outcome their worst severity gives."""
+    faults = [item for item in outcomes if isinstance(item, Fault)]
+    worst = max((_severity(item.kind) for item in faults), default=0)
+    return [
+        replace(
+            item,
+            faults=frozenset(f.kind for f in faults),
+            outcome=("clean", "warning", "critical")[worst],
+        )
+        if isinstance(item, Compacted)
+        else item
+        for item in outcomes
+    ]
+
+
+def _severity(kind: str) -> int:
+    """0, 1, 2 for the contract's default severity of ``kind``: info, warning, critical."""
+    return ("info", "warning", "critical").index(DEFAULT_SEVERITY[FaultKind(kind)].value)
+
+
+def _tokens(spans: Iterable[Span]) -> int:
+    return sum(span.tokens for span in spans)
+
+
+def _keys(spans: Iterable[Span]) -> set[str]:
+    """The distinct referent keys the spans hold."""
+    return {key for span in spans for key in span.referents.keys}
+
+
+def _by_role(spans: Iterable[Span]) -> tuple[tuple[str, int], ...]:
+    totals: dict[str, int] = {}
+    for span in spans:
+        role = span.role or UNKNOWN_ROLE
+        totals[role] = totals.get(role, 0) + span.tokens
+    return tuple(sorted(totals.items()))
+
+
+def _protected_faults(changed: Sequence[Span], left_out: Sequence[Span]) -> list[Outcome]:
+    """``PROTECTED_SPAN_REWRITTEN``, one per protected span the snapshot modifies or
+    leaves out (merged or not)."""
+    items = [(span, "modified") for span in changed if span.protected]
+    items += [(span, "left out") for span in left_out if span.protected]
+    return [
+        Fault("PROTECTED_SPAN_REWRITTEN", frozenset({span.span_id}), ((span.span_id, change),))
+        for span, change in items
+    ]
+
+
+def _halves(spans: Iterable[Span], call: str) -> tuple[list[Span], list[Span]]:
+    """The spans that make ``call`` and those that answer it."""
+    spans = list(spans)
+    return (
+        [s for s in spans if call in s.calls],
+        [s for s in spans if s.answers == call],
+    )
+
+
+def _split_pairs(before: dict[str, Span], after: dict[str, Span]) -> list[Outcome]:
+    """``TOOL_PAIR_SPLIT``, one per call id whose call and result were both live
+    before and of which only one half is live after (a summary that replaces both
+    halves leaves neither: healthy)."""
+    outcomes: list[Outcome] = []
+    for call in sorted({c for span in before.values() for c in span.call_ids}):
+        makers, answers = _halves(before.values(), call)
+        if not makers or not answers:
+            continue
+        makers, answers = _halves(after.values(), call)
+        if bool(makers) == bool(answers):
+            continue
+        live = frozenset(s.span_id for s in makers + answers)
+        outcomes.append(Fault("TOOL_PAIR_SPLIT", live, ((call, *sorted(live)),)))
     return outcomes
+
+
+def _lost_keys(
+    session: Session, before: dict[str, Span], after: dict[str, Span], created: list[SnapshotEntry]
+) -> list[Outcome]:
+    """``SUMMARY_LOST_KEYS``: a created span whose parents (live before the rewrite,
+    or gone earlier with the keys they held when they left) held N >= 3 distinct
+    keys, fewer than half of which a span live after the rewrite holds."""
+    held = _keys(after.values())
+    outcomes: list[Outcome] = []
+    for entry in created:
+        keys: set[str] = set()
+        for parent in entry.derived_from or ():
+            if parent in before:
+                keys |= before[parent].referents.keys
+            elif parent in session.gone:
+                keys |= session.gone[parent].keys
+        kept = len(keys & held)
+        if len(keys) >= LOST_KEYS_MIN and kept < LOST_KEYS_KEPT * len(keys):
+            detail = (entry.span_id, len(keys), kept, len(keys) - kept)
+            outcomes.append(Fault("SUMMARY_LOST_KEYS", frozenset({entry.span_id}), (detail,)))
+    return outcomes
+
+
+def _thrashing(
+    session: Session, event: ContextRewritten, before: dict[str, Span], after: dict[str, Span]
+) -> list[Outcome]:
+    """``COMPACTION_THRASHING`` at every ``THRASH_AFTER``-th thin rewrite in a row."""
+    was, now = _tokens(before.values()), _tokens(after.values())
+    thin = now > (1 - THRASH_MIN_REDUCTION) * was
+    last = session.last_rewrite_turn
+    # Reading (of the engine, see the module docstring): "within N turns of the rewrite
+    # before it" is ``turn - previous turn <= N``; a turn that goes back is close.
+    close = last is not None and event.turn - last <= THRASH_WITHIN_TURNS
+    if not thin:
+        session.thrash_run = 0
+    elif close:
+        session.thrash_run += 1
+    else:
+        session.thrash_run = 1
+    session.last_rewrite_turn = event.turn
+    run = session.thrash_run
+    if run and run % THRASH_AFTER == 0:
+        return [Fault("COMPACTION_THRASHING", frozenset(), ((run, was, now),))]
+    return []
 
 
 def _dropped_referents(before: dict[str, Span], after: dict[str, Span]) -> list[Outcome]:

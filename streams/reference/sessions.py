@@ -133,22 +133,99 @@ def _text(rng: random.Random) -> str:
     return " ".join(words)
 
 
+ROLES = ("user", "assistant", "tool", None)
+STRATEGIES = (None, "summarize", "sliding_window", "clear_tool_results")
+TRIGGERS = (None, "threshold", "overflow", "manual")
+
+
+class _Harness:
+    """What the random harness believes is live: text and tokens, and (contract 1.2)
+    the tool calls each span makes or answers."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, tuple[str, int]] = {}
+        self.calls: dict[str, tuple[tuple[str, ...], str | None]] = {}
+        self.gone: list[str] = []
+        self.next_call = 0
+
+    def group(self, span_id: str) -> set[str]:
+        """The live spans the harness knows to share call ids with ``span_id``."""
+        found = {span_id}
+        while True:
+            ids = {c for s in found for c in self._ids(s)}
+            more = {s for s in self.live if self._ids(s) & ids} | found
+            if more == found:
+                return found
+            found = more
+
+    def _ids(self, span_id: str) -> set[str]:
+        made, answered = self.calls.get(span_id, ((), None))
+        return set(made) | ({answered} if answered is not None else set())
+
+    def leave(self, span_id: str) -> None:
+        if self.live.pop(span_id, None) is not None:
+            self.gone.append(span_id)
+
+
+def _span_fields(rng: random.Random, harness: _Harness, first: bool) -> dict[str, Any]:
+    """Contract 1.2 fields of a new span: a role, maybe protection, maybe tool calls
+    (new ids, or now and then one already used) or the answer to one (a call live or
+    gone, answered once or twice)."""
+    roll = rng.random()
+    if first and rng.random() < 0.5:
+        return {"role": "system", "protected": True}
+    fields: dict[str, Any] = {}
+    role = rng.choice(ROLES)
+    if role is not None:
+        fields["role"] = role
+    if rng.random() < 0.06:
+        fields["protected"] = True
+    made = [c for s in harness.calls for c in harness.calls[s][0]]
+    if roll < 0.2:
+        ids = []
+        for _ in range(rng.choice((1, 1, 2))):
+            if made and rng.random() < 0.05:
+                ids.append(rng.choice(made))
+            else:
+                ids.append(f"call_{harness.next_call}")
+                harness.next_call += 1
+        fields["tool_call_ids"] = ids
+        fields["role"] = "assistant"
+    elif roll < 0.4 and made:
+        recent = made[-4:]
+        fields["tool_call_id"] = rng.choice(recent if rng.random() < 0.9 else made)
+        fields["role"] = "tool"
+        if rng.random() < 0.03:
+            fields["tool_call_ids"] = [f"call_{harness.next_call}"]  # answers and calls again
+            harness.next_call += 1
+    return fields
+
+
 def random_session(
     rng: random.Random, session_id: str, events: int, tenant: str | None = None
 ) -> list[bytes]:
-    """A random session of about ``events`` lines (see the module docstring)."""
+    """A random session of about ``events`` lines (see the module docstring).
+
+    Contract 1.2: spans carry roles, some are protected (often a system prompt
+    first), assistants make tool calls that later spans answer; rewrites name a
+    strategy and a trigger, summarise both halves of a pair or one, rewrite or drop
+    protected spans, and come in bursts of thin rewrites that hardly shrink."""
     writer = SessionWriter(session_id, tenant or rng.choice(("acme", "globex")))
-    live: dict[str, tuple[str, int]] = {}  # span id -> (text, tokens), as the harness sees it
-    gone: list[str] = []  # span ids the harness saw leave
+    harness = _Harness()
+    live = harness.live  # span id -> (text, tokens), as the harness sees it
+    gone = harness.gone  # span ids the harness saw leave
     next_span = 0
+    burst = 0  # thin rewrites still to come in a row
     for _ in range(events):
         roll = rng.random()
+        if burst:
+            roll = 0.6
         if roll < 0.35 or not live:
             span_id = f"u{next_span}" if rng.random() < 0.9 else f"u{rng.randint(0, next_span)}"
             next_span += 1
             text = _text(rng)
             tokens = rng.randint(0, 60)
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = _span_fields(rng, harness, not writer.lines)
             if rng.random() < 0.1 and live:
                 pool = sorted(live) + gone[-3:]
                 extra["derived_from"] = rng.sample(pool, k=min(len(pool), 2))
@@ -159,6 +236,9 @@ def random_session(
             if rng.random() < 0.1:
                 extra["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": rng.choice(TYPES)}]
             writer.add(span_id, text, rng.randint(0, 20), tokens, **extra)
+            if span_id not in live:
+                made = tuple(extra.get("tool_call_ids", ()))
+                harness.calls[span_id] = (made, extra.get("tool_call_id"))
             live[span_id] = (text, tokens)
         elif roll < 0.55:
             picks = rng.sample(sorted(live), k=rng.randint(1, len(live)))
@@ -172,54 +252,21 @@ def random_session(
                 scores.append((span_id, round(rng.uniform(0, 1), 3), digest))
             writer.score(*scores, query=rng.choice(QUERIES))
         elif roll < 0.75:
-            context: list[dict[str, Any]] = []
-            order = sorted(live)
-            rng.shuffle(order)
-            removed = [s for s in order if rng.random() < 0.2]
-            kept = [s for s in order if s not in removed]
-            for span_id in kept:
-                text, tokens = live[span_id]
-                if rng.random() < 0.3:
-                    text = _text(rng)
-                    tokens = rng.randint(0, 60)
-                entry: dict[str, Any] = {"span_id": span_id, "tokens": tokens}
-                entry |= {"text": text} if rng.random() < 0.8 else {"text_sha256": sha(text)}
-                if rng.random() < 0.05:
-                    entry["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": "vendor"}]
-                context.append(entry)
-                live[span_id] = (text, tokens)
-            if gone and rng.random() < 0.1:
-                back = rng.choice(gone)  # a span the harness saw leave comes back
-                context.append({"span_id": back, "text": "back again", "tokens": 5})
-                live[back] = ("back again", 5)
-            if removed and context and rng.random() < 0.15:
-                context[0]["derived_from"] = removed  # merged into a kept span
-            elif removed and rng.random() < 0.8:
-                summary = "" if rng.random() < 0.15 else _text(rng)
-                tokens = rng.choice((1, 2, 20, 200))
-                entry = {"span_id": f"sum{next_span}", "tokens": tokens, "derived_from": removed}
-                entry |= {"text": summary} if rng.random() < 0.8 else {"text_sha256": sha(summary)}
-                entry.update(_snapshot_score(rng, summary))
-                next_span += 1
-                context.insert(rng.randint(0, len(context)), entry)
-                live[entry["span_id"]] = (summary, tokens)
-            for span_id in removed:
-                live.pop(span_id, None)
-                gone.append(span_id)
-            extra = {}
-            if rng.random() < 0.5:
-                extra["declared_modified"] = [e["span_id"] for e in context if rng.random() < 0.5]
-            if rng.random() < 0.5:
-                extra["scores_invalidated"] = [f"sc{i}-0" for i in range(len(writer.lines))]
-            if rng.random() < 0.3:
-                extra["base_seq"] = max(0, writer.seq - rng.randint(1, 4))
-            writer.rewrite(context, **extra)
+            if burst:
+                burst -= 1
+            elif rng.random() < 0.08:
+                burst = rng.randint(2, 6)
+            _random_rewrite(rng, writer, harness, thin=bool(burst) or rng.random() < 0.2)
+            next_span += 1
         elif roll < 0.93:
             extra = {}
             if rng.random() < 0.7:
                 pool = [*sorted(live), f"u{next_span + 5}"]
-                extra["candidates"] = rng.sample(pool, k=rng.randint(0, min(3, len(pool))))
-                if rng.random() < 0.2:
+                picks = rng.sample(pool, k=rng.randint(0, min(3, len(pool))))
+                if picks and picks[0] in live and rng.random() < 0.3:
+                    picks += sorted(harness.group(picks[0]) - set(picks))  # a whole pair
+                extra["candidates"] = picks
+                if rng.random() < 0.3:
                     extra["basis"] = "recency"
             elif rng.random() < 0.5:
                 extra["policy"] = {"threshold": round(rng.uniform(0, 1), 2)}
@@ -230,8 +277,7 @@ def random_session(
             # The harness does not know what was committed; it forgets what it asked for.
             for span_id in extra.get("candidates", []):
                 if rng.random() < 0.5 and span_id in live:
-                    live.pop(span_id)
-                    gone.append(span_id)
+                    harness.leave(span_id)
         elif roll < 0.96:
             writer.seq += rng.choice((-2, 2))
             writer.seq = max(0, writer.seq)
@@ -243,6 +289,68 @@ def random_session(
         writer.event("session.closed")
         writer.add("late", "after the close", 0)
     return writer.lines
+
+
+def _random_rewrite(
+    rng: random.Random, writer: SessionWriter, harness: _Harness, thin: bool
+) -> None:
+    """A ``context.rewritten`` of what the harness believes is live. A thin one keeps
+    (nearly) every span and its tokens; otherwise spans are dropped (now and then a
+    whole tool pair group, now and then one half), merged or summarised."""
+    live, gone = harness.live, harness.gone
+    context: list[dict[str, Any]] = []
+    order = sorted(live)
+    rng.shuffle(order)
+    if thin:
+        removed = [s for s in order if rng.random() < 0.03]
+    else:
+        removed = [s for s in order if rng.random() < 0.2]
+        if order and rng.random() < 0.3:
+            removed = sorted(set(removed) | harness.group(rng.choice(order)))
+    kept = [s for s in order if s not in removed]
+    for span_id in kept:
+        text, tokens = live[span_id]
+        if rng.random() < (0.1 if thin else 0.3):
+            text = _text(rng)
+            tokens = max(0, tokens + rng.randint(-2, 3)) if thin else rng.randint(0, 60)
+        entry: dict[str, Any] = {"span_id": span_id, "tokens": tokens}
+        entry |= {"text": text} if rng.random() < 0.8 else {"text_sha256": sha(text)}
+        if rng.random() < 0.05:
+            entry["introduces"] = [{"key": rng.choice(IDENTIFIERS), "type": "vendor"}]
+        context.append(entry)
+        live[span_id] = (text, tokens)
+    if gone and rng.random() < 0.1:
+        back = rng.choice(gone)  # a span the harness saw leave comes back
+        context.append({"span_id": back, "text": "back again", "tokens": 5})
+        live[back] = ("back again", 5)
+    if removed and context and rng.random() < 0.15:
+        context[0]["derived_from"] = removed  # merged into a kept span
+    elif removed and rng.random() < 0.8:
+        summary = "" if rng.random() < 0.15 else _text(rng)
+        if rng.random() < 0.3:
+            summary = " ".join(IDENTIFIERS) + " " + summary  # a summary that keeps the keys
+        tokens = rng.choice((1, 2, 20, 200))
+        entry = {"span_id": f"sum{len(writer.lines)}", "tokens": tokens, "derived_from": removed}
+        if gone and rng.random() < 0.2:
+            entry["derived_from"] = [*removed, rng.choice(gone)]  # a parent gone earlier
+        entry |= {"text": summary} if rng.random() < 0.8 else {"text_sha256": sha(summary)}
+        entry.update(_snapshot_score(rng, summary))
+        context.insert(rng.randint(0, len(context)), entry)
+        live[entry["span_id"]] = (summary, tokens)
+        harness.calls.pop(entry["span_id"], None)
+    for span_id in removed:
+        harness.leave(span_id)
+    extra: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        extra["declared_modified"] = [e["span_id"] for e in context if rng.random() < 0.5]
+    if rng.random() < 0.5:
+        extra["scores_invalidated"] = [f"sc{i}-0" for i in range(len(writer.lines))]
+    if rng.random() < 0.3:
+        extra["base_seq"] = max(0, writer.seq - rng.randint(1, 4))
+    strategy, trigger = rng.choice(STRATEGIES), rng.choice(TRIGGERS)
+    extra |= {"strategy": strategy} if strategy else {}
+    extra |= {"trigger": trigger} if trigger else {}
+    writer.rewrite(context, **extra)
 
 
 def _bad_line(rng: random.Random, writer: SessionWriter, live: list[str]) -> None:

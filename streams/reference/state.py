@@ -43,6 +43,18 @@ class Span:
     score: Bound | None
     referents: Referents
     added_seq: int
+    role: str | None = None
+    protected: bool = False
+    """Contract 1.2: kept verbatim (set by ``span.added`` only)."""
+    calls: tuple[str, ...] = ()
+    """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only)."""
+    answers: str | None = None
+    """Contract 1.2: the tool call id this span answers (set by ``span.added`` only)."""
+
+    @property
+    def call_ids(self) -> frozenset[str]:
+        """Every call id that links this span to others, made or answered."""
+        return frozenset(self.calls) | ({self.answers} if self.answers is not None else set())
 
     @property
     def order(self) -> tuple[int, int]:
@@ -52,10 +64,12 @@ class Span:
 
 @dataclass(slots=True)
 class Gone:
-    """A span that left the live set: its last counter and the ``seq`` it left at."""
+    """A span that left the live set: its last counter, the ``seq`` it left at and
+    the keys it held then (contract 1.2: a later summary of it is measured on them)."""
 
     counter: int
     seq: int
+    keys: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -73,6 +87,9 @@ class Session:
     drift_before: tuple[float | None, int] | None = None
     drift_run: int = 0
     freezes: int = 0
+    thrash_run: int = 0
+    """Thin rewrites in a row, each close to the one before (contract 1.2)."""
+    last_rewrite_turn: int | None = None
 
     def clone(self) -> Session:
         """An independent copy (a planner tries events on a copy first)."""
@@ -87,6 +104,8 @@ class Session:
             drift_before=self.drift_before,
             drift_run=self.drift_run,
             freezes=self.freezes,
+            thrash_run=self.thrash_run,
+            last_rewrite_turn=self.last_rewrite_turn,
         )
 
     def ordered(self) -> list[Span]:
@@ -96,7 +115,19 @@ class Session:
     def leave(self, span_id: str, seq: int) -> None:
         """Take ``span_id`` out of the live set, remembering its counter."""
         span = self.spans.pop(span_id)
-        self.gone[span_id] = Gone(span.counter, seq)
+        self.gone[span_id] = Gone(span.counter, seq, span.referents.keys)
+
+    def group(self, span_id: str) -> list[Span]:
+        """The live spans linked to ``span_id`` through shared tool call ids, itself
+        included, in context order (contract 1.2: a tool pair group)."""
+        found = {span_id}
+        grown = True
+        while grown:
+            ids = {call for s in found for call in self.spans[s].call_ids}
+            more = {s.span_id for s in self.spans.values() if s.call_ids & ids}
+            grown = not more <= found
+            found |= more
+        return sorted((self.spans[s] for s in found), key=lambda span: span.order)
 
     def counter_of(self, span_id: str) -> int:
         """The counter of a live or departed span (0 for an unknown id)."""

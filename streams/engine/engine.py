@@ -166,10 +166,15 @@ class Engine:
     def refuse(
         self, raw: bytes | None, source: Source, reason: RejectReason, detail: str
     ) -> EventRejected:
-        """A dead letter for a record refused before the engine reads it (the runtime
-        refuses records on the wrong partition); no session's state is touched."""
+        """A dead letter for a record refused before the engine processes it (the runtime
+        refuses records on the wrong partition); no session's state is touched. The
+        record is read only to name its tenant, session and event when it can be."""
         self.stats.events += 1
-        return self._reject(raw or b"", source, reason, detail, Identity())
+        identity = Identity()
+        if raw:
+            decoded = decode(raw, self.settings.max_event_bytes)
+            identity = decoded.identity if isinstance(decoded, Invalid) else _identity(decoded)
+        return self._reject(raw or b"", source, reason, detail, identity)
 
     def session(self, tenant: str, session_id: str) -> SessionState | None:
         """The live state of a session, or None (never seen, or closed)."""

@@ -113,3 +113,21 @@ def test_a_dead_letter_always_fits_a_1_mib_request(
 def test_the_limit_is_bounded_so_the_guarantee_holds() -> None:
     with pytest.raises(ValidationError, match="dead_letter_raw_limit"):
         EngineSettings(dead_letter_raw_limit=512 * 1024)
+
+
+def test_a_record_refused_before_processing_names_whose_it_was() -> None:
+    # The runtime refuses a record on the wrong partition; the dead letter still says
+    # which tenant, session and event it was when the record can be read (issue 22).
+    from schemas import RejectReason
+    from streams.engine.engine import Engine, Source
+    from streams.engine.trace import SessionScript
+
+    engine = Engine()
+    script = SessionScript(session_id="s9", tenant="globex")
+    script.add("a", "hi")
+    (line,) = script.lines()
+    rejected = engine.refuse(line, Source("t", 3, 7), RejectReason.INVALID_FIELD, "wrong partition")
+    assert (rejected.tenant, rejected.session_id, rejected.caused_by) == ("globex", "s9", "s9-e0")
+    unreadable = engine.refuse(b"{not json", Source("t", 3, 8), RejectReason.INVALID_FIELD, "x")
+    assert (unreadable.tenant, unreadable.session_id) == (None, None)
+    assert engine.sessions == {}

@@ -109,20 +109,18 @@ def _rolling(session_id: str, merged: int) -> SessionScript:
     for i in range(32):
         s.add(f"h{i}", f"history turn {i}: the customer and the agent talked about it", role="user")
     live = [f"h{i}" for i in range(32)]
-    summaries: list[dict[str, object]] = []
+    kept = ["sys", "u1", "a1", "t1", "a2", "u2"]
     for round_ in range(4):
         s.next_turn()
         folded, live = live[:merged], live[merged:]
-        summary = {"span_id": f"sum{round_}", "text": "they talked about the order"}
-        s.rewrite(
-            [{"span_id": span_id} for span_id in ("sys", "u1", "a1", "t1", "a2", "u2")]
-            + [{"span_id": done["span_id"]} for done in summaries]
-            + [{**summary, "derived_from": folded}]
-            + [{"span_id": span_id} for span_id in live],
-            strategy="summarize",
-            trigger="threshold",
+        summary = f"sum{round_}"
+        entries: list[dict[str, object]] = [{"span_id": span_id} for span_id in kept]
+        entries.append(
+            {"span_id": summary, "text": "they talked about the order", "derived_from": folded}
         )
-        summaries.append(summary)
+        entries += [{"span_id": span_id} for span_id in live]
+        s.rewrite(entries, strategy="summarize", trigger="threshold")
+        kept.append(summary)
     return s
 
 

@@ -4,8 +4,9 @@ What it adds (docs/monitoring.md, "How it works"):
 
 * the runtime's fleet hook, a :class:`~streams.fleet.combiner.FleetCombiner`:
   per record the worker's metrics, the inspector's ring of recent records and
-  the optional OTLP export; per checkpoint one partial count per tenant, which
-  the runtime writes to ``<prefix>.fleet`` in the checkpoint's transaction;
+  the optional OTLP export (log records; one span per compaction); per
+  checkpoint one partial count per tenant, which the runtime writes to
+  ``<prefix>.fleet`` in the checkpoint's transaction;
 * the aggregator (:class:`~streams.fleet.aggregator.FleetAggregator`), a
   service of the app with its own transport: consumer group ``<app_id>-fleet``
   on ``<prefix>.fleet`` (read committed), state changelog
@@ -41,7 +42,7 @@ from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.fleet_view import local_view
 from streams.fleet.membership import Members, MembershipService
 from streams.fleet.metrics import FleetMetrics, build_version, engine_figures
-from streams.fleet.otel import OtlpLogExport
+from streams.fleet.otel import OtlpExport
 from streams.fleet.recent import RecentRecords
 from streams.fleet.rules import Rule, load_rules
 from streams.fleet.session_view import session_view
@@ -80,7 +81,7 @@ class Fleet:
     aggregator: FleetAggregator
     members: Members
     alertmanager: AlertmanagerNotifier | None = None
-    otlp: OtlpLogExport | None = None
+    otlp: OtlpExport | None = None
 
     def session(self, tenant: str, session_id: str) -> dict[str, Any] | None:
         """The inspector's view of a session this worker processes, or None."""
@@ -289,7 +290,7 @@ def install_fleet(
         )
     otlp = None
     if fleet_settings.otlp_endpoint:
-        otlp = OtlpLogExport(
+        otlp = OtlpExport(
             fleet_settings.otlp_endpoint,
             headers={k: v.get_secret_value() for k, v in fleet_settings.otlp_headers.items()},
             service_version=build_version(),

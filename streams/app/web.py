@@ -4,7 +4,7 @@
 |---|---|---|
 | ``GET /`` | the dashboard (one static page; it calls the API) | open |
 | ``GET /metrics`` | Prometheus text exposition | token |
-| ``GET /fleet?windows=1&tenants=200`` | every worker's tenants, alerts, worst sessions | token |
+| ``GET /fleet?windows=1&tenants=200&outcome=`` | every worker's tenants, alerts, sessions | token |
 | ``GET /fleet/local?windows=1`` | this worker's part of ``/fleet`` | token |
 | ``GET /sessions/{tenant}/{session_id}`` | the session inspector (routed to its worker) | token |
 | ``GET /healthz`` | the process answers | open |
@@ -13,7 +13,9 @@
 With ``api_token`` (or fleet ``api_tokens``) set, "token" routes want
 ``Authorization: Bearer <token>`` (401 otherwise); a token scoped to tenants
 reads only theirs (403 for another tenant's session or ``?tenant=``; ``/fleet``
-lists its tenants only; ``/metrics`` is the admin token's). See
+lists its tenants only; ``/metrics`` is the admin token's). ``/fleet``'s
+``outcome`` (``clean``, ``warning``, ``critical``) keeps only the compacted
+sessions whose worst compaction had that outcome (400 for another value). See
 :mod:`streams.fleet.auth`. The server binds ``web_host`` (127.0.0.1 by
 default). No route returns span text: the state has none.
 """
@@ -32,6 +34,7 @@ import aiohttp
 import faust
 from yarl import URL
 
+from streams.fleet.aggregates import OUTCOMES
 from streams.fleet.auth import Authorizer, Scope
 from streams.fleet.fleet_view import MAX_TENANTS, merge_views
 from streams.fleet.session_view import merge_session_views
@@ -106,8 +109,15 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
             if self.local:
                 return self.json(fleet.local_view(windows, allowed), headers=_no_store())
             tenants = _int_param(request, "tenants", MAX_TENANTS, 1, 100_000)
+            outcome = request.query.get("outcome") or None
+            if outcome is not None and outcome not in OUTCOMES:
+                return self.json(
+                    {"error": "bad_request", "detail": f"outcome is one of {list(OUTCOMES)}"},
+                    status=400,
+                )
             parts, unreachable = await _gather_parts(fleet, request, windows, allowed)
-            return self.json(merge_views(parts, unreachable, tenants), headers=_no_store())
+            view = merge_views(parts, unreachable, tenants, outcome)
+            return self.json(view, headers=_no_store())
 
     class FleetLocal(FleetAll):
         local = True

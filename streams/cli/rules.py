@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.fleet.rules import FaultCountRule, FaultSeverityRule, Rule, RuleError, load_rules
+from streams.fleet.rules import (
+    CompactionOutcomeRule,
+    FaultCountRule,
+    FaultSeverityRule,
+    Rule,
+    RuleError,
+    load_rules,
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -20,6 +27,8 @@ def describe(rule: Rule) -> str:
         when = f"any fault of severity >= {rule.at_least.value}"
     elif isinstance(rule, FaultCountRule):
         when = f"more than {rule.above} {rule.fault.value} faults"
+    elif isinstance(rule, CompactionOutcomeRule):
+        when = f"more than {rule.above} compactions of outcome >= {rule.at_least}"
     else:
         when = f"healthy share of rewrite cycles < {rule.below} (>= {rule.min_cycles} cycles)"
     return f"{rule.name}: {when} per tenant per window -> {rule.alert_severity.value}"

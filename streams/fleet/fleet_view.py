@@ -1,6 +1,8 @@
 """``GET /fleet``: the tenants' windows, the active alerts and the worst sessions.
 
 Each worker holds the tenants of its own partitions of ``<prefix>.fleet``;
+the view also lists each tenant's compacted sessions with their worst
+compaction outcome, which the dashboard (and ``?outcome=``) filters by.
 :func:`local_view` is that part, :func:`merge_views` joins the parts of every
 worker into the fleet (tenants are disjoint between workers). Each part already
 sums its tenants into the chart's series (faults per window, by kind) and the
@@ -13,7 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streams.fleet.aggregates import Window
+from streams.fleet.aggregates import (
+    CLEAN,
+    CRITICAL,
+    LOST,
+    OUTCOMES,
+    SAVED,
+    THRASHING,
+    WARNING,
+    Window,
+    WindowCounts,
+    outcome_rank,
+    worst_outcome,
+)
 from streams.fleet.evaluator import FleetEvaluator
 from streams.fleet.observations import to_datetime
 from streams.fleet.topk import SpaceSaving
@@ -28,7 +42,23 @@ MIN_SERIES_WINDOWS = 10
 MAX_TENANTS = 200
 """Tenants listed by default (the most faults in their newest window first)."""
 
-_TOTALS = ("faults", "events", "sessions", "cycles", "healthy_cycles", "refused", "pins")
+COMPACTED_PER_TENANT = 20
+"""Compacted sessions listed per tenant (the worst first)."""
+
+_TOTALS = (
+    "faults",
+    "events",
+    "sessions",
+    "cycles",
+    "healthy_cycles",
+    "refused",
+    "pins",
+    "compactions",
+    "tokens_saved",
+    "keys_lost",
+    "thrashing_sessions",
+    *(f"compactions_{o}" for o in OUTCOMES),
+)
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
@@ -49,6 +79,7 @@ def local_view(
     tenants = []
     alerts = []
     worst: list[dict[str, Any]] = []
+    compacted: list[dict[str, Any]] = []
     series: dict[float, dict[str, int]] = {}
     severities: dict[str, str] = {}
     totals = dict.fromkeys(_TOTALS, 0)
@@ -75,6 +106,13 @@ def local_view(
             totals["sessions"] += counts.sessions
             totals["cycles"] += counts.cycles
             totals["healthy_cycles"] += counts.healthy
+            totals["compactions"] += counts.compaction_total
+            totals["tokens_saved"] += counts.tokens_saved
+            totals["keys_lost"] += counts.keys_lost
+            totals["thrashing_sessions"] += counts.thrashing_sessions
+            for outcome in OUTCOMES:
+                totals[f"compactions_{outcome}"] += counts.compactions.get(outcome, 0)
+        compacted.extend(_compacted_sessions(name, [state.windows[s] for s in recent]))
         rows = []
         for start in recent[-windows:] if windows > 0 else []:
             window = Window(start, start + size)
@@ -121,16 +159,64 @@ def local_view(
         "tenants": tenants,
         "alerts": alerts,
         "worst": worst,
+        "compacted": compacted,
         "series": [[start, kinds] for start, kinds in sorted(series.items())],
         "severities": severities,
         "totals": totals,
     }
 
 
+def _compacted_sessions(tenant: str, windows: Sequence[WindowCounts]) -> list[dict[str, Any]]:
+    """The tenant's compacted sessions over ``windows`` (figures summed), the worst
+    :data:`COMPACTED_PER_TENANT` first."""
+    summed: dict[str, list[int]] = {}
+    for counts in windows:
+        for session, figures in counts.compacted.items():
+            known = summed.setdefault(session, [0] * len(figures))
+            for i, n in enumerate(figures):
+                known[i] += n
+    rows = [
+        {
+            "tenant": tenant,
+            "session_id": session,
+            "outcome": worst_outcome(figures),
+            "compactions": figures[CLEAN] + figures[WARNING] + figures[CRITICAL],
+            "clean": figures[CLEAN],
+            "warning": figures[WARNING],
+            "critical": figures[CRITICAL],
+            "thrashing": figures[THRASHING],
+            "tokens_saved": figures[SAVED],
+            "keys_lost": figures[LOST],
+        }
+        for session, figures in summed.items()
+    ]
+    rows.sort(key=_compacted_order)
+    return rows[:COMPACTED_PER_TENANT]
+
+
+def _compacted_order(row: dict[str, Any]) -> tuple[int, int, int, int, str, str]:
+    """Worst outcome first, then thrashing, critical and all compactions, then names."""
+    outcome = row.get("outcome")
+    rank = outcome_rank(outcome) if outcome is not None else -1
+    return (
+        -rank,
+        -int(row["thrashing"]),
+        -int(row["critical"]),
+        -int(row["compactions"]),
+        row["tenant"],
+        row["session_id"],
+    )
+
+
 def merge_views(
-    parts: Sequence[dict[str, Any]], unreachable: int = 0, max_tenants: int = MAX_TENANTS
+    parts: Sequence[dict[str, Any]],
+    unreachable: int = 0,
+    max_tenants: int = MAX_TENANTS,
+    outcome: str | None = None,
 ) -> dict[str, Any]:
-    """The fleet view from every worker's :func:`local_view`."""
+    """The fleet view from every worker's :func:`local_view`; ``outcome``
+    (``clean``, ``warning``, ``critical``) keeps only the compacted sessions whose
+    worst compaction had it."""
     size = next((p["window_seconds"] for p in parts if "window_seconds" in p), 60.0)
     tenants: dict[str, dict[str, Any]] = {}
     for part in parts:
@@ -142,6 +228,13 @@ def merge_views(
     listed = {t["tenant"] for t in ordered[:max_tenants]}
     worst = [w for p in parts for w in p.get("worst", []) if w["tenant"] in listed]
     worst.sort(key=lambda w: (-w["score"], w["tenant"], w["session_id"]))
+    compacted = [
+        c
+        for p in parts
+        for c in p.get("compacted", [])
+        if c["tenant"] in listed and (outcome is None or c.get("outcome") == outcome)
+    ]
+    compacted.sort(key=_compacted_order)
     totals = dict.fromkeys(_TOTALS, 0)
     for part in parts:
         for key in _TOTALS:
@@ -153,6 +246,9 @@ def merge_views(
         "alerts": alerts,
         "worst_sessions": worst,
         "worst_per_tenant": WORST_PER_TENANT,
+        "compacted_sessions": compacted,
+        "compacted_per_tenant": COMPACTED_PER_TENANT,
+        "compaction_outcome": outcome,
         "series": _series(parts, size),
         "totals": {
             "tenants": len(ordered),
@@ -165,6 +261,11 @@ def merge_views(
             "healthy_share": (
                 totals["healthy_cycles"] / totals["cycles"] if totals["cycles"] else None
             ),
+            "compactions": totals["compactions"],
+            "compactions_by_outcome": {o: totals[f"compactions_{o}"] for o in OUTCOMES},
+            "tokens_saved": totals["tokens_saved"],
+            "keys_lost": totals["keys_lost"],
+            "thrashing_sessions": totals["thrashing_sessions"],
         },
         "workers": len(parts),
         "unreachable_workers": unreachable,

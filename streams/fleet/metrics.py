@@ -10,8 +10,9 @@ born at 1 looks like "no increase" to Prometheus. So every labelled counter is
 created at 0 before it is first incremented: dead letters per reason, send
 failures per target and agent crashes per agent at start, and a tenant's
 faults (every kind, at its configured severity), decisions (every action),
-refused spans (every reason), pins and recompute requests the first time the
-tenant is seen. Gauges are set to 0 rather than removed (active alerts of
+refused spans (every reason), pins, recompute requests and compaction
+figures (every outcome; tokens of every known role) the first time the tenant
+is seen. Gauges are set to 0 rather than removed (active alerts of
 every rule stay exposed). The process, platform and GC collectors of
 prometheus-client are registered too, and ``spanguard_build_info``.
 """
@@ -19,6 +20,7 @@ prometheus-client are registered too, and ``spanguard_build_info``.
 from __future__ import annotations
 
 import platform
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -40,6 +42,7 @@ from prometheus_client.registry import Collector
 from schemas import (
     DEFAULT_SEVERITY,
     Action,
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     FaultKind,
@@ -66,6 +69,14 @@ SEND_TARGETS = ("kafka_outputs", "alerts_topic", "alertmanager", "otlp")
 """Where a worker sends on its own (besides the runtime's transactional outputs)."""
 AGENTS = ("data-path", "process", "fleet-aggregate", "fleet-tick")
 """The worker's long-running tasks whose crashes are counted."""
+OUTCOMES = ("clean", "warning", "critical")
+"""A compaction's outcomes (``context.compacted`` ``outcome``)."""
+ROLES = ("system", "user", "assistant", "tool", "unknown")
+"""Span roles with their own ``role`` label on the compaction token counters; a
+harness's other roles share ``role="other"`` (labels stay bounded)."""
+THRASHING_MEMORY = 100_000
+"""Sessions remembered as already thrashing (so a session counts once; least
+recently thrashing forgotten first)."""
 
 
 def build_version() -> str:
@@ -74,6 +85,11 @@ def build_version() -> str:
         return metadata.version("spanguard")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+def role_label(role: str) -> str:
+    """A span role as a bounded label value: one of :data:`ROLES`, else ``other``."""
+    return role if role in ROLES else OTHER
 
 
 class TenantLabels:
@@ -216,6 +232,38 @@ class FleetMetrics:
         self.dead_letters = Counter(
             "spanguard_dead_letters", "event.rejected outputs", ["reason"], registry=r
         )
+        self.compactions = Counter(
+            "spanguard_compactions",
+            "context.compacted outputs (accepted rewrites), by outcome",
+            ["tenant", "outcome"],
+            registry=r,
+        )
+        self.compaction_tokens = Counter(
+            "spanguard_compaction_tokens",
+            "Live tokens just before (phase=before) and just after (phase=after) each "
+            "compaction, by span role",
+            ["tenant", "phase", "role"],
+            registry=r,
+        )
+        self.tokens_saved = Counter(
+            "spanguard_compaction_tokens_saved",
+            "Live tokens compactions removed (tokens_before - tokens_after, when positive)",
+            ["tenant"],
+            registry=r,
+        )
+        self.keys_lost = Counter(
+            "spanguard_compaction_keys_lost",
+            "Referent keys live spans no longer hold after a compaction "
+            "(keys_before - keys_after, when positive)",
+            ["tenant"],
+            registry=r,
+        )
+        self.thrashing_sessions = Counter(
+            "spanguard_thrashing_sessions",
+            "Sessions that started thrashing (their first COMPACTION_THRASHING fault)",
+            ["tenant"],
+            registry=r,
+        )
         self.latency = Histogram(
             "spanguard_processing_seconds",
             "Time from an input record's processing by the engine to the checkpoint that "
@@ -264,6 +312,7 @@ class FleetMetrics:
         self._rules = sorted(set(rules))
         self._children: dict[tuple[int, tuple[str, ...]], Counter] = {}
         self._born: set[str] = set()
+        self._thrashing: OrderedDict[tuple[str, str], None] = OrderedDict()
         for reason in RejectReason:
             self.dead_letters.labels(reason.value)
         for target in SEND_TARGETS:
@@ -287,6 +336,10 @@ class FleetMetrics:
             if isinstance(event, IntegrityFault):
                 label = self._tenant_of(event.tenant)
                 child(self.faults, label, event.kind.value, event.severity.value).inc()
+                if event.kind is FaultKind.COMPACTION_THRASHING and self._first_thrash(
+                    event.tenant, event.session_id
+                ):
+                    child(self.thrashing_sessions, label).inc()
             elif isinstance(event, EvictionDecided):
                 label = self._tenant_of(event.tenant)
                 child(self.decisions, label, event.action.value).inc()
@@ -298,8 +351,40 @@ class FleetMetrics:
                 child(self.pins, self._tenant_of(event.tenant)).inc()
             elif isinstance(event, ScoresRecomputeRequested):
                 child(self.recomputes, self._tenant_of(event.tenant)).inc()
+            elif isinstance(event, ContextCompacted):
+                self._compacted(event)
             elif isinstance(event, EventRejected):
                 child(self.dead_letters, event.reason.value).inc()
+
+    def _compacted(self, event: ContextCompacted) -> None:
+        """Count one compaction: its outcome, tokens by role, tokens saved, keys lost."""
+        child = self._child
+        label = self._tenant_of(event.tenant)
+        child(self.compactions, label, event.outcome).inc()
+        for phase, by_role in (
+            ("before", event.tokens_by_role_before),
+            ("after", event.tokens_by_role_after),
+        ):
+            for role, tokens in by_role.items():
+                if tokens > 0:
+                    child(self.compaction_tokens, label, phase, role_label(role)).inc(tokens)
+        saved = event.tokens_before - event.tokens_after
+        if saved > 0:
+            child(self.tokens_saved, label).inc(saved)
+        lost = event.keys_before - event.keys_after
+        if lost > 0:
+            child(self.keys_lost, label).inc(lost)
+
+    def _first_thrash(self, tenant: str, session_id: str) -> bool:
+        """True the first time ``session_id`` thrashes (within the bounded memory)."""
+        key = (tenant, session_id)
+        if key in self._thrashing:
+            self._thrashing.move_to_end(key)
+            return False
+        self._thrashing[key] = None
+        if len(self._thrashing) > THRASHING_MEMORY:
+            self._thrashing.popitem(last=False)
+        return True
 
     def send_failed(self, target: str) -> None:
         """One send to ``target`` (see ``SEND_TARGETS``) failed after every attempt."""
@@ -327,6 +412,14 @@ class FleetMetrics:
             self.refused.labels(label, reason.value)
         self.pins.labels(label)
         self.recomputes.labels(label)
+        for outcome in OUTCOMES:
+            self.compactions.labels(label, outcome)
+        for phase in ("before", "after"):
+            for role in ROLES:
+                self.compaction_tokens.labels(label, phase, role)
+        self.tokens_saved.labels(label)
+        self.keys_lost.labels(label)
+        self.thrashing_sessions.labels(label)
 
     def _child(self, metric: Counter, *labels: str) -> Counter:
         # ``labels()`` takes a lock and validates on every call; this runs once per

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import orjson
 
-ObservationKind = Literal["fault", "pin", "recompute", "decision", "activity", "tick"]
+ObservationKind = Literal["fault", "pin", "recompute", "decision", "compaction", "activity", "tick"]
+KINDS: tuple[str, ...] = ("fault", "pin", "recompute", "decision", "compaction", "activity", "tick")
 
 
 @dataclass(slots=True)
@@ -39,6 +40,11 @@ class Observation:
     action: str | None = None
     refused: int = 0
     """Spans a decision refused to evict."""
+    # compaction (a context.compacted output)
+    outcome: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    keys_lost: int = 0
     # activity (a worker's batch for one tenant and window)
     events: int = 0
     sessions: int = 0
@@ -50,12 +56,18 @@ class Observation:
     def to_bytes(self) -> bytes:
         """Compact JSON, without the fields that are empty for this kind."""
         data: dict[str, Any] = {"kind": self.kind, "tenant": self.tenant, "ts": self.ts}
-        for name in ("session_id", "output_id", "fault_kind", "severity", "action"):
+        for name in ("session_id", "output_id", "fault_kind", "severity", "action", "outcome"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
         if self.refused:
             data["refused"] = self.refused
+        if self.kind == "compaction":
+            data.update(
+                tokens_before=self.tokens_before,
+                tokens_after=self.tokens_after,
+                keys_lost=self.keys_lost,
+            )
         if self.kind == "activity":
             data.update(
                 events=self.events,
@@ -72,7 +84,7 @@ class Observation:
         try:
             data = orjson.loads(raw)
             kind = data["kind"]
-            if kind not in ("fault", "pin", "recompute", "decision", "activity", "tick"):
+            if kind not in KINDS:
                 return None
             unhealthy = data.get("unhealthy_sessions") or []
             return cls(
@@ -85,6 +97,10 @@ class Observation:
                 severity=_opt_str(data.get("severity")),
                 action=_opt_str(data.get("action")),
                 refused=int(data.get("refused", 0)),
+                outcome=_opt_str(data.get("outcome")),
+                tokens_before=int(data.get("tokens_before", 0)),
+                tokens_after=int(data.get("tokens_after", 0)),
+                keys_lost=int(data.get("keys_lost", 0)),
                 events=int(data.get("events", 0)),
                 sessions=int(data.get("sessions", 0)),
                 cycles=int(data.get("cycles", 0)),

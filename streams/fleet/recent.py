@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schemas import (
+    ContextCompacted,
     EventRejected,
     EvictionDecided,
     FleetAlert,
@@ -28,6 +29,9 @@ from schemas import (
 
 MAX_IDS = 32
 """Span ids listed per summary; longer lists are cut and their length given."""
+
+MAX_ROLES = 16
+"""Roles listed per compaction (a harness's role names are few)."""
 
 Summary = dict[str, Any]
 
@@ -102,6 +106,8 @@ def input_summary(data: dict[str, Any]) -> Summary:
         summary["declared_modified"] = _ids(get("declared_modified"))
         invalidated = get("scores_invalidated")
         summary["scores_invalidated"] = len(invalidated) if type(invalidated) is list else 0
+        summary["strategy"] = _str(get("strategy"))
+        summary["trigger"] = _str(get("trigger"))
     elif type_name == "eviction.requested":
         policy = get("policy")
         summary["request_id"] = _str(get("request_id"))
@@ -149,11 +155,44 @@ def output_summary(event: OutputEvent) -> Summary:
                 :MAX_IDS
             ],
         }
+    if isinstance(event, ContextCompacted):
+        return compaction_summary(event)
     if isinstance(event, EventRejected):
         return {"type": event.type, "id": event.rejection_id, "reason": event.reason.value}
     if isinstance(event, FleetAlert):  # never caused by an input; kept for completeness
         return {"type": event.type, "id": event.alert_id, "rule": event.rule}
     return {"type": "unknown"}
+
+
+def compaction_summary(event: ContextCompacted) -> Summary:
+    """What the inspector shows of one compaction: its figures, the span ids it
+    modified, created, merged and removed (the first :data:`MAX_IDS` of each, with
+    their counts), its fault ids, strategy, trigger and outcome. Ids and counts
+    only: tokens per role are per role name, the keys are counted, never listed."""
+    return {
+        "type": event.type,
+        "id": event.compaction_id,
+        "rewrite_id": event.rewrite_id,
+        "outcome": event.outcome,
+        "strategy": event.strategy,
+        "trigger": event.trigger,
+        "tokens_before": event.tokens_before,
+        "tokens_after": event.tokens_after,
+        "spans_before": event.spans_before,
+        "spans_after": event.spans_after,
+        "keys_before": event.keys_before,
+        "keys_after": event.keys_after,
+        "keys_lost": max(0, event.keys_before - event.keys_after),
+        **{name: _ids(getattr(event, name)) for name in CHANGES},
+        "counts": {name: len(getattr(event, name)) for name in CHANGES},
+        "faults": _ids(event.faults),
+        "tokens_by_role_before": _roles(event.tokens_by_role_before),
+        "tokens_by_role_after": _roles(event.tokens_by_role_after),
+    }
+
+
+CHANGES = ("modified", "created", "merged", "removed")
+"""The span id lists of a compaction."""
 
 
 def outputs_summary(outputs: Sequence[OutputEvent]) -> list[Summary]:
@@ -171,6 +210,12 @@ def _int(value: Any) -> int | None:
 
 def _objects(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if type(v) is dict] if type(value) is list else []
+
+
+def _roles(tokens: dict[str, int]) -> dict[str, int]:
+    """Tokens per role, at most :data:`MAX_ROLES` roles (the largest)."""
+    ranked = sorted(tokens.items(), key=lambda item: (-item[1], item[0]))
+    return dict(ranked[:MAX_ROLES])
 
 
 def _ids(value: Any) -> list[str]:

@@ -16,10 +16,15 @@ A rules file is a mapping with one key, ``rules``, a list of rules::
         below: 0.8                      # fires when the share is below this...
         min_cycles: 10                  # ...over at least this many cycles
         severity: warning
+      - name: failing-compactions
+        kind: compaction_outcome        # more than `above` compactions (contract
+        at_least: critical              # 1.2 context.compacted) whose outcome is
+        above: 2                        # at_least or worse
+        severity: critical
 
-Every rule is evaluated per tenant per window. ``fault_severity`` and
-``fault_count`` only grow within a window, so they fire the moment the
-threshold is crossed; ``healthy_share`` goes up and down, so it is judged once,
+Every rule is evaluated per tenant per window. ``fault_severity``,
+``fault_count`` and ``compaction_outcome`` only grow within a window, so they
+fire the moment the threshold is crossed; ``healthy_share`` goes up and down, so it is judged once,
 when the window closes. Invalid files raise :class:`RuleError` with the rule
 (name and position) and the field at fault.
 """
@@ -34,7 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from schemas import FaultKind, Severity
-from streams.fleet.aggregates import WindowCounts
+from streams.fleet.aggregates import OUTCOMES, WindowCounts, outcome_rank
 
 RuleName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
@@ -142,7 +147,33 @@ class HealthyShareRule(_Rule):
         return Evaluation(firing, unhealthy, counts.sample("unhealthy", limit=sample))
 
 
-Rule = Annotated[FaultSeverityRule | FaultCountRule | HealthyShareRule, Field(discriminator="kind")]
+class CompactionOutcomeRule(_Rule):
+    """More than ``above`` compactions whose outcome is ``at_least`` or worse in the
+    window: a tenant whose compactions keep failing."""
+
+    kind: Literal["compaction_outcome"]
+    at_least: Literal["warning", "critical"] = "critical"
+    above: int = Field(0, ge=0)
+    severity: Severity = Severity.CRITICAL
+
+    @property
+    def alert_severity(self) -> Severity:
+        """``severity``."""
+        return self.severity
+
+    def evaluate(self, counts: WindowCounts, sample: int) -> Evaluation:
+        """Fires once the count exceeds ``above``; samples the worst sessions first."""
+        n = counts.compactions_at_least(self.at_least)
+        firing = n > self.above
+        worse = [o for o in reversed(OUTCOMES) if outcome_rank(o) >= outcome_rank(self.at_least)]
+        keys = [f"compaction:{o}" for o in worse]
+        return Evaluation(firing, n, counts.sample(*keys, limit=sample) if firing else [])
+
+
+Rule = Annotated[
+    FaultSeverityRule | FaultCountRule | HealthyShareRule | CompactionOutcomeRule,
+    Field(discriminator="kind"),
+]
 """One alert rule, chosen by ``kind``."""
 
 

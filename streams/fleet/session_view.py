@@ -2,7 +2,8 @@
 
 Built from the live state (spans by hash prefix, bound-score status, counters,
 lineage) and the worker's ring of recent records (timeline, pins, faults,
-decisions). It holds no span text: there is none in state, and the ring keeps
+decisions, compactions: each ``context.compacted`` with the faults it lists).
+It holds no span text: there is none in state, and the ring keeps
 ids and kinds only.
 """
 
@@ -38,9 +39,44 @@ def session_view(
         "pins": [o for o in outputs if o.get("type") == "span.pinned"],
         "faults": [o for o in outputs if o.get("type") == "integrity.fault"],
         "decisions": [o for o in outputs if o.get("type") == "eviction.decided"],
+        "compactions": compactions(recent),
         "timeline": recent,
     }
     return view
+
+
+def compactions(recent: list[Summary]) -> list[dict[str, Any]]:
+    """Every compaction of the recent records, oldest first: its summary, the
+    rewrite's ``seq``, ``turn`` and ``ts``, and ``fault_details`` (id, kind,
+    severity, span ids of each fault it lists, found among the same record's
+    outputs: a rewrite's faults are produced with it)."""
+    found = []
+    for entry in recent:
+        outputs = entry.get("outputs", [])
+        faults = {o.get("id"): o for o in outputs if o.get("type") == "integrity.fault"}
+        for output in outputs:
+            if output.get("type") != "context.compacted":
+                continue
+            details = [
+                {
+                    "id": fault_id,
+                    "kind": faults[fault_id].get("kind"),
+                    "severity": faults[fault_id].get("severity"),
+                    "span_ids": faults[fault_id].get("span_ids", []),
+                }
+                for fault_id in output.get("faults", [])
+                if fault_id in faults
+            ]
+            found.append(
+                output
+                | {
+                    "seq": entry.get("seq"),
+                    "turn": entry.get("turn"),
+                    "ts": entry.get("ts"),
+                    "fault_details": details,
+                }
+            )
+    return found
 
 
 def merge_session_views(views: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -69,6 +105,7 @@ def merge_session_views(views: list[dict[str, Any]]) -> dict[str, Any] | None:
         "pins": [o for o in outputs if o.get("type") == "span.pinned"],
         "faults": [o for o in outputs if o.get("type") == "integrity.fault"],
         "decisions": [o for o in outputs if o.get("type") == "eviction.decided"],
+        "compactions": compactions(joined),
     }
 
 

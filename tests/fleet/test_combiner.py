@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas import (
+    ContextCompacted,
     EvictionDecided,
     IntegrityFault,
     OutputEvent,
@@ -77,6 +78,8 @@ def summed(values: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
                 row[f"fault:{key}"] += n
             for key, n in counts.decisions.items():
                 row[f"decision:{key}"] += n
+            for key, n in counts.compactions.items():
+                row[f"compaction:{key}"] += n
     return {k: dict(+v) for k, v in total.items()}
 
 
@@ -117,6 +120,12 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
                 out["pins"] += 1
             elif isinstance(event, ScoresRecomputeRequested):
                 out["recomputes"] += 1
+            elif isinstance(event, ContextCompacted):
+                out[f"compaction:{event.outcome}"] += 1
+                out["tokens_before"] += event.tokens_before
+                out["tokens_after"] += event.tokens_after
+                out["tokens_saved"] += max(0, event.tokens_before - event.tokens_after)
+                out["keys_lost"] += max(0, event.keys_before - event.keys_after)
     for key, seen in sessions.items():
         total[key]["sessions"] = len(seen)
     return {k: dict(+v) for k, v in total.items()}

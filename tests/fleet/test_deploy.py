@@ -98,9 +98,10 @@ def _labels(alert: dict[str, Any]) -> tuple[str, str]:
 
 
 def test_one_incident_pages_once(tmp_path: Path) -> None:
-    """The fleet monitor's critical-fault and Prometheus's SpanguardCriticalFaults for
-    the same tenant: Alertmanager keeps the first and inhibits the second (and the
-    tenant's warnings); another tenant's backstop alert stays active."""
+    """The fleet monitor's critical-fault and Prometheus's SpanguardCriticalFaults (and
+    SpanguardCompactionsFailing) for the same tenant: Alertmanager keeps the first and
+    inhibits the others (and the tenant's warnings); another tenant's backstop alerts
+    stay active."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     base = {"service": "spanguard"}
     posted = [
@@ -111,6 +112,8 @@ def test_one_incident_pages_once(tmp_path: Path) -> None:
          "fault_kind": "STALE_SCORE"},
         {"alertname": "SpanguardCriticalFaults", "tenant": "other", "severity": "critical",
          "kind": "UNGATED_EVICTION"},
+        {"alertname": "SpanguardCompactionsFailing", "tenant": "acme", "severity": "critical"},
+        {"alertname": "SpanguardCompactionsFailing", "tenant": "other", "severity": "critical"},
     ]  # fmt: skip
     with alertmanager(tmp_path, config=ALERTMANAGER.read_text()) as url:
         http_json(
@@ -121,7 +124,7 @@ def test_one_incident_pages_once(tmp_path: Path) -> None:
         while True:
             found = http_json(f"{url}/api/v2/alerts")
             states = {(a["labels"]["alertname"], a["labels"]["tenant"]): a for a in found}
-            settled = len(states) == 4 and all(
+            settled = len(states) == len(posted) and all(
                 a["status"]["state"] != "unprocessed" for a in states.values()
             )
             if settled or time.monotonic() > deadline:
@@ -133,6 +136,8 @@ def test_one_incident_pages_once(tmp_path: Path) -> None:
             ("SpanguardCriticalFaults", "acme"): "suppressed",
             ("stale-score-burst", "acme"): "suppressed",
             ("SpanguardCriticalFaults", "other"): "active",
+            ("SpanguardCompactionsFailing", "acme"): "suppressed",
+            ("SpanguardCompactionsFailing", "other"): "active",
         }
         assert states[("SpanguardCriticalFaults", "acme")]["status"]["inhibitedBy"]
 
@@ -153,7 +158,8 @@ def test_grafana_dashboard_and_provisioning() -> None:
         cells |= mine
     titles = " | ".join(p["title"].lower() for p in panels)
     for topic in ("faults by kind", "by tenant", "gate latency", "refused evictions", "pins",
-                  "throughput", "lag", "alerts"):  # fmt: skip
+                  "throughput", "lag", "alerts", "compactions per minute by outcome",
+                  "tokens saved", "keys lost", "thrashing"):  # fmt: skip
         assert topic in titles, topic
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"

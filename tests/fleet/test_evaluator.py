@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from schemas import FaultKind, FleetAlert, IntegrityFault
+from schemas import ContextCompacted, FaultKind, FleetAlert, IntegrityFault
 from schemas.codec import decode_output, encode_output
 from streams.fleet.aggregates import Window, window_of
 from streams.fleet.alerts import fingerprint
@@ -93,7 +93,14 @@ def test_demo_fleet_aggregates_per_tenant_and_fires_once_per_rule_and_tenant() -
         assert counts.cycles == 18 and counts.healthy == 8
         worst = [session for session, _, _ in counts.top.top(2)]
         assert all(session.startswith("sess-broken-") for session in worst)
-    assert ev.counts("tenant-0", window).fault_total == 26  # type: ignore[union-attr]
+        compacted = [o for o in outputs if isinstance(o, ContextCompacted)]
+        assert counts.compaction_total == len(compacted) > 0
+        assert counts.compactions.get("critical", 0) == sum(
+            c.outcome == "critical" for c in compacted
+        )
+    # 26 before contract 1.2; its SUMMARY_LOST_KEYS adds one per broken session's
+    # key-dropping summary (2 in tenant-0).
+    assert ev.counts("tenant-0", window).fault_total == 28  # type: ignore[union-attr]
 
 
 def test_alert_fields_follow_the_contract() -> None:

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from schemas import IntegrityFault
+from schemas import ContextCompacted, IntegrityFault
 from streams.localbroker.broker import free_ports
 from streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
@@ -164,6 +164,7 @@ def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) -> Non
             assert page.locator("#timeline circle.event-marker").count() > 20
             assert page.locator("#spans tbody tr").count() >= 1
             assert page.locator("#lineage li").count() >= 1
+            check_compactions(page, cluster)
             check_what_the_dashboard_says(page)
             # kept in the test's temporary directory, to look at (not in the source tree)
             page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
@@ -199,6 +200,33 @@ def check_what_the_dashboard_says(page: Page) -> None:
     pins = page.eval_on_selector_all("#tenants td.pins", "c => c.map(e => +e.textContent)")
     assert len(refused) == len(TENANTS) and sum(refused) > 0 and sum(pins) > 0
     assert page.text_content("#tenants-caption").startswith(f"all {len(TENANTS)} tenant")
+
+
+def check_compactions(page: Page, cluster: Cluster) -> None:
+    """The open (broken) session's compactions, and the compacted sessions of the fleet
+    filtered by outcome, as the replay made them."""
+    session = page.get_attribute("#timeline", "data-session")
+    assert session is not None
+    tenant, session_id = session.split("/", 1)
+    made = [o for o in cluster.replay.outputs if isinstance(o, ContextCompacted)
+            and (o.tenant, o.session_id) == (tenant, session_id)]  # fmt: skip
+    page.wait_for_function(
+        "n => document.querySelectorAll('#session-compactions tr.compaction').length === n",
+        arg=len(made),
+        timeout=15_000,
+    )
+    shown = page.eval_on_selector_all(
+        "#session-compactions tr.compaction", "rs => rs.map(r => r.dataset.outcome)"
+    )
+    assert shown == [c.outcome for c in reversed(made)] and "critical" in shown
+    critical = sorted({o.session_id for o in cluster.replay.outputs
+                       if isinstance(o, ContextCompacted) and o.outcome == "critical"})  # fmt: skip
+    page.select_option("#compaction-filter", "critical")
+    listed = page.eval_on_selector_all(
+        "#compacted tbody tr[data-session]", "rs => rs.map(r => r.dataset.session)"
+    )
+    assert sorted(listed) == critical
+    page.select_option("#compaction-filter", "")
 
 
 def check_screenshot(page: Page) -> None:
@@ -378,6 +406,23 @@ def test_api_fleet_view_session_inspector_and_probes(cluster: Cluster) -> None:
     assert {"REWRITE_WITHOUT_INVALIDATION", "UNGATED_EVICTION", "REFERENT_DROPPED"} <= kinds
     assert a.get("/sessions/tenant-0/no-such-session")[0] == 404
     assert b.get(session, auth=False)[0] == 401
+    # Its compactions (contract 1.2), each with the faults it lists, as the replay made them.
+    made = [
+        o
+        for o in cluster.replay.outputs
+        if isinstance(o, ContextCompacted) and o.session_id == "sess-broken-0000"
+    ]
+    assert [c["rewrite_id"] for c in first["compactions"]] == [c.rewrite_id for c in made]
+    assert [c["faults"] for c in first["compactions"]] == [c.faults for c in made]
+    assert [c["outcome"] for c in first["compactions"]] == [c.outcome for c in made]
+    # The fleet's compacted sessions, filtered by outcome on the server.
+    compacted = {(o.tenant, o.session_id, o.outcome) for o in cluster.replay.outputs
+                 if isinstance(o, ContextCompacted)}  # fmt: skip
+    critical = {(t, s) for t, s, outcome in compacted if outcome == "critical"}
+    listed = a.json("/fleet?outcome=critical")["compacted_sessions"]
+    assert {(r["tenant"], r["session_id"]) for r in listed} == critical
+    assert all(r["outcome"] == "critical" for r in listed)
+    assert a.get("/fleet?outcome=bad")[0] == 400
     text = orjson.dumps(first).decode()
     assert "account 8841-C" not in text and "order 55012" not in text
 

@@ -170,6 +170,7 @@ _CAPITAL_INSIDE = re.compile(
     r"|[A-Z][\w'\u2019]*+[ \t]{1,3}+[A-Z][a-z]"
     r"|[A-Z][a-z][\w'\u2019]*+[ \t]{1,3}+[A-Z]"
 )
+_CAPITALISED = re.compile(r"(?<![\w'\u2019])[A-Z][a-z][\w'\u2019]*+")
 _DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
@@ -613,6 +614,11 @@ def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bo
         return True
     if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
         return True
+    # Capitalised words that are all greetings, days, months or function words ("The
+    # customer has waited since Monday") start no name.
+    capitalised = frozenset(_CAPITALISED.findall(text))
+    if not capitalised or not {word.casefold() for word in capitalised} - GREETINGS - _STOP:
+        return False
     return _CAPITAL_INSIDE.search(text) is not None
 
 

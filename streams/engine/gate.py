@@ -77,6 +77,9 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
             {"request_id": event.request_id, "pinned": True, "treatment": "kept: pinned"},
         )
         refused.extend((s, RefusalReason.PINNED) for s in kept_poisoned if s not in live_set)
+    refused.extend(
+        (s, RefusalReason.PROTECTED) for s in poisoned if s in protected and s not in live_set
+    )
 
     frozen = event.basis == "score" and bool(session.stale)
     committed: list[str] = []
@@ -186,7 +189,7 @@ def _whole_groups(
                     refusing[span_id] = RefusalReason.LINEAGE
                     changed = True
     poisoned = set(droppable)
-    for span_id in eligible:
+    for span_id in (*eligible, *droppable):
         reason = refusing.get(span_id)
         if reason is not None:
             refused.append((span_id, reason))

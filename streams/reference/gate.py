@@ -130,12 +130,17 @@ def decide(session: Session, event: EvictionRequested) -> list[Outcome]:
     committed = [span_id for span_id in eligible if span_id in paired]
     refused |= {(span_id, "TOOL_PAIR") for span_id in eligible if span_id not in paired}
     dropped = droppable & paired
+    # Contract 1.2, step 4: "The same holds for a poisoned span that is protected, or
+    # whose group stays": as a pinned one, it stays, refused (PROTECTED, TOOL_PAIR),
+    # with the fault, at every decision that keeps it, requested or not.
     kept_protected = poisoned & protected
     if kept_protected:
         outcomes.append(Fault("POISONED_SPAN", frozenset(kept_protected)))
+        refused |= {(span_id, "PROTECTED") for span_id in kept_protected}
     kept_in_group = droppable - paired
     if kept_in_group:
         outcomes.append(Fault("POISONED_SPAN", frozenset(kept_in_group)))
+        refused |= {(span_id, "TOOL_PAIR") for span_id in kept_in_group}
     if frozen:
         action = "FREEZE"
         recompute = _neighbours(session, stale, dropped)

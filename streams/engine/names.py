@@ -170,7 +170,8 @@ _CAPITAL_INSIDE = re.compile(
     r"|[A-Z][\w'\u2019]*+[ \t]{1,3}+[A-Z][a-z]"
     r"|[A-Z][a-z][\w'\u2019]*+[ \t]{1,3}+[A-Z]"
 )
-_CAPITALISED = re.compile(r"(?<![\w'\u2019])[A-Z][a-z][\w'\u2019]*+")
+# A plain class first, so sre skips to each capital in C before the look-behind.
+_CAPITALISED = re.compile(r"[A-Z](?<![\w'\u2019][A-Z])[a-z][\w'\u2019]*+")
 _DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")

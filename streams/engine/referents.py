@@ -321,7 +321,7 @@ CURRENCY_WORDS: frozenset[str] = word_set(
 
 _COMPOUND = re.compile(r"\d{1,4}+-([^\W\d_]{2,20}+)")
 _HAS_LOWER = re.compile(r"[a-z]")
-_UPPER_CODE = re.compile(r"(?<![\w\-])[A-Z]{5,32}+(?![\w\-])")
+_UPPER_CODE = re.compile(r"[A-Z](?<![\w\-][A-Z])[A-Z]{4,31}+(?![\w\-])")
 _UPPER_WORD_BEFORE = re.compile(r"(?<![\w\-])[A-Z]{2,}+[^\w\n]{1,3}+\Z")
 _UPPER_WORD_AFTER = re.compile(r"[^\w\n]{1,3}+[A-Z]{2,}+(?![\w\-])")
 _WORD_AFTER = re.compile(r"[ \t]{0,2}+([A-Za-z]{1,16}+)")

@@ -35,6 +35,7 @@ _PHONE = re.compile(
     r"(?<![\w+.\-/])(?:\+\d{1,3}+[ .\-]?)?(?:\(\d{1,5}+\)[ .\-]?)?"
     r"\d{1,8}+(?:[ .\-]\d{1,8}+){0,5}+(?![\w\-]|\.\d)"
 )
+_TEN_DIGITS = re.compile(r"\d(?:[ ().\-]{0,2}+\d){9}")
 _DOTTED_QUAD = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _ISO_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
 _DIGIT = re.compile(r"\d")
@@ -149,7 +150,9 @@ def find_typed(text: str) -> TypedValues:
             fields.append(FieldValue(key, type_, stripped, start, is_name))
             claimed.append((start, start + len(stripped)))
     phones: list[Phone] = []
-    for match in _PHONE.finditer(text):
+    # Most texts have no ten digits in a row: one scan that starts on a digit says so.
+    found = _PHONE.finditer(text) if _TEN_DIGITS.search(text) else ()
+    for match in found:
         surface = match.group()
         digits = "".join(_DIGIT.findall(surface))
         if not 10 <= len(digits) <= 13 or surface.isdecimal():

@@ -157,19 +157,15 @@ _STOP = word_set(
 """Function words: never part of a distinctive run, never a head modifier, never the
 last word of a name."""
 
+_PLAIN = GREETINGS | _STOP
+"""Words that start no name when capitalised."""
+
 # A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
 _WORD = re.compile(r"[^\W_]{1,64}+")
 _GAP_WORD = re.compile(r"([\W_]*+)([^\W_]{1,64}+)")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
 _INITIAL_GAPS = frozenset({". ", "."})
-# A capitalised word (not an acronym: "API", "INC-4411" start no name alone) inside a
-# sentence, or two capitalised words in a row.
-_CAPITAL_INSIDE = re.compile(
-    r"[^\s.!?:;]\s{1,3}+[A-Z][a-z]"
-    r"|[A-Z][\w'\u2019]*+[ \t]{1,3}+[A-Z][a-z]"
-    r"|[A-Z][a-z][\w'\u2019]*+[ \t]{1,3}+[A-Z]"
-)
 # A plain class first, so sre skips to each capital in C before the look-behind.
 _CAPITALISED = re.compile(r"[A-Z](?<![\w'\u2019][A-Z])[a-z][\w'\u2019]*+")
 _DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
@@ -615,12 +611,13 @@ def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bo
         return True
     if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
         return True
-    # Capitalised words that are all greetings, days, months or function words ("The
-    # customer has waited since Monday") start no name.
-    capitalised = frozenset(_CAPITALISED.findall(text))
-    if not capitalised or not {word.casefold() for word in capitalised} - GREETINGS - _STOP:
-        return False
-    return _CAPITAL_INSIDE.search(text) is not None
+    # A capitalised word inside a sentence (not a greeting, day, month or function
+    # word: "The customer has waited since Monday" starts no name).
+    for match in _CAPITALISED.finditer(text):
+        before = text[max(0, match.start() - 4) : match.start()].rstrip(" \t")
+        if before and before[-1] not in ".!?:;\n" and match.group().casefold() not in _PLAIN:
+            return True
+    return False
 
 
 def scan_names(text: str) -> NameScan:

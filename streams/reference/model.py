@@ -20,6 +20,15 @@ gone before the rewrite are not counted; refusals under ``FREEZE`` are
 refused; known types include those of evicted spans; a span holding a key an
 earlier span holds depends on it. The section "Readings found by the
 differential test" lists those the comparison with the engine brought up.
+
+Contract 1.2 readings, where its text leaves room: a call id is split when only
+one side of it (its callers, its results) is live after a rewrite that found both
+live (a call answered twice keeps its pair while one answer lives); "within N
+turns of the rewrite before it" is ``turn - previous turn <= N``; a poisoned span
+kept because it is protected or its group stays is refused (``PROTECTED``,
+``TOOL_PAIR``) like a pinned one, requested or not; a span held back by its group
+is not retained for pins (step 1 counts only protected candidates as retained);
+a record's ``faults`` are every fault of its event, sequence and drift included.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from schemas import OutputEvent
+from schemas import ContextCompacted, EvictionDecided, IntegrityFault, OutputEvent
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
-from streams.reference.compare import first_divergence, shrink
+from streams.reference.compare import Producer, first_divergence, shrink
 from streams.reference.model import ReferenceModel
 from streams.reference.outcome import Rejected
 from streams.reference.sessions import SessionWriter, interleave, named_rewrite, random_session
@@ -99,8 +99,21 @@ def test_long_sessions_agree() -> None:
         EngineSettings(poisoned="flag"),
         EngineSettings(drift_tolerance=10.0),
         EngineSettings(protect_lineage=True),
+        EngineSettings(thrash_after=4),
+        EngineSettings(thrash_within_turns=5),
+        EngineSettings(lost_keys_kept=0.2),
+        EngineSettings(lost_keys_min=4),
     ],
-    ids=["late-rewrite-of-rewrite", "poison-flag", "no-drift", "lineage"],
+    ids=[
+        "late-rewrite-of-rewrite",
+        "poison-flag",
+        "no-drift",
+        "lineage",
+        "late-thrashing",
+        "slow-thrashing",
+        "lax-lost-keys",
+        "more-lost-keys",
+    ],
 )
 def test_the_comparison_notices_an_engine_off_the_contract(settings: EngineSettings) -> None:
     # The reference runs the contract's defaults: an engine configured otherwise must
@@ -196,3 +209,41 @@ def test_names_and_rewrites_in_snapshot_order_agree() -> None:
             failures.append((seed, lines))
     assert named > 100
     assert failures == [], "\n\n".join(_report(seed, lines) for seed, lines in failures[:3])
+
+
+def _tampered(change: str) -> Producer:
+    """The engine, with one thing of contract 1.2 wrong in its outputs."""
+    feed = _engine()
+
+    def produce(index: int, line: bytes) -> Sequence[OutputEvent]:
+        outputs = list(feed(index, line))
+        for at, output in enumerate(outputs):
+            if change == "tokens" and isinstance(output, ContextCompacted):
+                outputs[at] = output.model_copy(update={"tokens_after": output.tokens_after + 1})
+            elif change == "faults" and isinstance(output, ContextCompacted):
+                outputs[at] = output.model_copy(update={"faults": output.faults[1:]})
+            elif change == "order" and isinstance(output, ContextCompacted) and at:
+                outputs.insert(0, outputs.pop(at))
+            elif change == "held_by" and isinstance(output, EvictionDecided):
+                refused = [r.model_copy(update={"held_by": None}) for r in output.refused]
+                outputs[at] = output.model_copy(update={"refused": refused})
+            elif (
+                change == "split"
+                and isinstance(output, IntegrityFault)
+                and output.kind.value == "TOOL_PAIR_SPLIT"
+            ):
+                evidence = {**output.evidence, "tool_call_id": "another"}
+                outputs[at] = output.model_copy(update={"evidence": evidence})
+        return outputs
+
+    return produce
+
+
+@pytest.mark.parametrize("change", ["tokens", "faults", "order", "held_by", "split"])
+def test_the_comparison_notices_a_wrong_compaction_record_or_pair_refusal(change: str) -> None:
+    caught = any(
+        first_divergence(random_session(random.Random(seed), f"s{seed}", 40), _tampered(change))
+        is not None
+        for seed in range(300)
+    )
+    assert caught

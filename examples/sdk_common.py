@@ -82,9 +82,17 @@ def report(outcomes: Iterable[CompactionOutcome], state: Mapping[str, Any]) -> N
         print(f"compaction applied={outcome.applied} kept={list(outcome.kept)}")
         if outcome.vetoed_by:
             print(f"  vetoed: {outcome.note}")
-        if decision is not None:
+        if outcome.refused:
+            print(f"  kept because: {dict(outcome.refused)}")
+        if decision is not None:  # the gate's, for what no summary replaces
             print(f"  decision {decision.action} committed={list(decision.committed)}")
             print(f"  refused={decision.refused} timed_out={decision.timed_out} {decision.note}")
+        if outcome.compaction is not None:
+            record = outcome.compaction
+            print(
+                f"  context.compacted: merged={record.merged} removed={record.removed} "
+                f"tokens {record.tokens_before} -> {record.tokens_after}"
+            )
     print("context now:")
     for message in state["messages"]:
         print(f"  {message.type:>5}: {message.text[:70]!r}")

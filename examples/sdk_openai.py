@@ -73,9 +73,7 @@ async def main() -> None:
         messages.append({"role": "assistant", "content": "Noted."})
     compacted = [messages[0], {"role": "user", "content": "Summary: cats."}, *messages[-2:]]
     messages, outcome = await guard.compact(messages, compacted)
-    print(
-        f"chat: applied={outcome.applied} refused={outcome.decision and outcome.decision.refused}"
-    )
+    print(f"chat: applied={outcome.applied} kept because={dict(outcome.refused)}")
     print("chat: messages now:", [m["content"][:40] for m in messages])
     await guarded.close()
     await chat.close()

@@ -15,7 +15,7 @@ from streams.sdk.compaction import (
     SpanguardFaultError,
     gate_compaction,
 )
-from streams.sdk.decision import Decision
+from streams.sdk.decision import Decision, Pin
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import (
     DEFAULT_PROTECT,
@@ -39,6 +39,7 @@ __all__ = [
     "GuardOptions",
     "KafkaLink",
     "Message",
+    "Pin",
     "Protect",
     "ProtectRule",
     "RewriteDiff",

@@ -22,7 +22,7 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self, Unpack
@@ -36,7 +36,8 @@ from schemas import (
 )
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
-from streams.sdk.decision import Decision
+from streams.engine.gate import pinned_set
+from streams.sdk.decision import Decision, Pin
 from streams.sdk.inbox import Inbox
 from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
 from streams.sdk.messages import (
@@ -216,6 +217,8 @@ class Session:
     """Events that could not be produced (the broker was down); see docs/sdk.md."""
     disagreements: list[tuple[str, str]] = field(default_factory=list)
     """(request id, what differed) where the local mirror decided otherwise than the worker."""
+    _turn_mark: int | None = field(default=None, repr=False)
+    """The tracker's ``next_seq`` at the last :meth:`advance_turn`."""
 
     # -- reporting -----------------------------------------------------------
 
@@ -236,6 +239,19 @@ class Session:
     def set_turn(self, turn: int) -> None:
         """The agent loop's turn, stamped on the events that follow."""
         self.tracker.turn = turn
+
+    def advance_turn(self) -> int:
+        """Start the next turn (one model call, one agent step) and return it.
+
+        The adapters call it once per model call. It advances only when an event
+        was reported since the last advance, so two hooks of the same model call (two
+        guards wrapping one agent, a reporter and a compactor) advance it once; the
+        events' ``seq`` and ids do not depend on it.
+        """
+        if self._turn_mark != self.tracker.next_seq:
+            self.tracker.turn += 1
+            self._turn_mark = self.tracker.next_seq
+        return self.tracker.turn
 
     async def add(self, message: Message) -> list[IntegrityFault]:
         """Report one message entering the context; returns the faults it caused locally."""
@@ -278,6 +294,23 @@ class Session:
         if state is not None:
             scratch.sessions[key] = copy.deepcopy(state)
         return _faults(scratch.process(event))
+
+    def pins_for(self, removal: Collection[str]) -> list[Pin] | None:
+        """The messages of ``removal`` that a message outside it still refers to,
+        closed transitively over their own mentions: the gate's pinned set (its step 1,
+        ``streams.engine.gate.pinned_set``) computed on the local engine's state of
+        the session, which it only reads. Ids the engine does not hold as live are
+        ignored. None without a local engine (``mirror=False``): nothing to compute on.
+        """
+        engine = self.client.engine
+        if engine is None:
+            return None
+        state = engine.session(self.tracker.tenant, self.tracker.session_id)
+        if state is None:
+            return []
+        live = {s for s in removal if s in state.spans}
+        pins = pinned_set(state, live)
+        return [Pin(span_id, tuple(p.pinned_for), tuple(p.path)) for span_id, p in pins.items()]
 
     async def rewrite(
         self,

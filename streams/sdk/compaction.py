@@ -16,15 +16,25 @@ A compactor proposes a new context (``after``) for the current one
    rewritten (modified, or absorbed by a summary that declares it), a tool pair
    split (a summary that absorbs one half while the other stays). The original
    messages stay and the outcome says why;
-4. asks the gate to evict what the compactor removed (``basis: recency``:
-   a budget compactor, no relevance scores needed); with no decision in time
-   the original messages stay (the safe default);
+4. splits what the compactor removed: a message a new message (a summary)
+   names in its ``derived_from`` is **merged** by the rewrite; only a message that
+   disappears with no successor is **evicted**, through the gate
+   (``eviction.requested``, ``basis: recency``: a budget compactor, no relevance
+   scores needed; with no decision in time the original messages stay, the safe
+   default). Without a local engine (``mirror=False``) everything removed goes
+   through the gate, as before 1.2's compaction records;
 5. puts back every message the gate refused (pinned: a retained message refers
-   to it; protected; half of a pair), with its whole tool-pair group, and
-   removes the poisoned spans the decision dropped;
+   to it; protected; half of a pair), with its whole tool-pair group, and removes
+   the poisoned spans the decision dropped; applies the gate's rules to the
+   merged messages itself (they never reach the gate): a merged message that a
+   retained message still refers to (the gate's pinned set, computed on the local
+   engine's state without changing it), that is protected, or whose tool pair
+   stays, is put back verbatim;
 6. reports the resulting context as a ``context.rewritten`` (with the
    compactor's ``strategy`` and ``trigger``) and returns it with every fault the
-   rewrite caused and the engine's ``context.compacted`` record.
+   rewrite caused and the engine's ``context.compacted`` record, whose
+   ``tokens_before`` counts the merged messages and whose ``merged`` names them
+   (what the gate evicted in step 4 left before it).
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from typing import Any, TypedDict, Unpack
 from schemas import ContextCompacted, FaultKind, IntegrityFault
 from streams.sdk.bridge import AnySession, unwrap
 from streams.sdk.client import Session
-from streams.sdk.decision import Decision
+from streams.sdk.decision import Decision, Pin
 from streams.sdk.messages import Message, Protect, TokenCounter, check_policy
 from streams.sdk.tracker import SpanTracker, Violation
 
@@ -63,6 +73,11 @@ class CompactionOutcome:
     tracker found itself (which protected message, which tool call): the
     reasons, also summed up in ``note``. ``compaction`` is the local engine's
     ``context.compacted`` record of the applied rewrite (None when vetoed).
+    ``decision`` is the gate's, for the removed messages no summary replaces (None
+    when there were none). ``refused`` says why each removed message that was put
+    back stayed (``PINNED``, ``PROTECTED``, ``TOOL_PAIR``..., from the gate or from
+    the SDK's own check of the merged ones), ``held_by`` which member of its group
+    held a ``TOOL_PAIR`` back, ``pins`` which retained message needs each pinned one.
     """
 
     messages: list[Message]
@@ -75,6 +90,14 @@ class CompactionOutcome:
     removed: tuple[str, ...] = field(default=())
     violations: tuple[Violation, ...] = ()
     compaction: ContextCompacted | None = None
+    refused: Mapping[str, str] = field(default_factory=dict)
+    held_by: Mapping[str, str] = field(default_factory=dict)
+    pins: tuple[Pin, ...] = ()
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        """The removed messages kept because a retained message refers to them."""
+        return tuple(s for s, reason in self.refused.items() if reason == "PINNED")
 
     @property
     def fault_kinds(self) -> list[FaultKind]:
@@ -217,18 +240,41 @@ async def gate_compaction(
             violations=violations,
         )
 
+    # What a summary replaces is merged by the rewrite itself (the worker sees it go
+    # with its successor); only what disappears with no successor goes to the gate.
+    # Without a local engine there is nothing to check a merge on: all of it goes to
+    # the gate first (the compaction record then counts from after that eviction).
+    local = session.client.engine is not None
+    successors = _successors(tracker, proposed)
+    summarised = [s for s in removed if local and s in successors and s not in keep]
+    gated = tuple(s for s in removed if s not in summarised)
+
     decision: Decision | None = None
     evict: set[str] = set()
-    if removed:
-        decision = await session.request_eviction(removed, basis="recency", timeout=timeout)
+    refused: dict[str, str] = {}
+    held_by: dict[str, str] = {}
+    pins: list[Pin] = []
+    if gated:
+        decision = await session.request_eviction(gated, basis="recency", timeout=timeout)
         if decision.timed_out:
             return CompactionOutcome(
                 list(before), applied=False, decision=decision, note=decision.note, removed=removed
             )
         evict = set(decision.evict)
+        refused.update({s: decision.refused.get(s, "") for s in gated if s not in evict})
+        held_by.update(decision.held_by)
+        pins.extend(Pin.from_event(p) for p in decision.pins)
+    merging = [s for s in summarised if s not in evict]  # a poisoned span the gate dropped
+    check = _check_merge(session, merging, groups, partners, gone=evict)
+    refused.update(check.refused)
+    held_by.update(check.held_by)
+    pins.extend(check.pins)
 
-    refused = {m.id for m in before if m.id in removed and m.id not in evict}
-    kept_ids = _with_groups(groups, refused | keep, removed, partners)
+    live = tracker.live
+    for span_id in sorted(keep - refused.keys(), key=removed.index):
+        span = live.get(span_id)
+        refused[span_id] = "PROTECTED" if span is not None and span.protected else "TOOL_PAIR"
+    kept_ids = _with_groups(groups, set(refused) | keep, removed, partners)
     put_back = [m for m in before if m.id in kept_ids]
     final = _insert_kept(before, proposed, put_back)
     final = [m for m in final if m.id not in evict or m.id in kept_ids]
@@ -244,7 +290,64 @@ async def gate_compaction(
         note=report.note,
         removed=removed,
         compaction=report.compaction,
+        refused=refused,
+        held_by=held_by,
+        pins=tuple(pins),
     )
+
+
+def _successors(tracker: SpanTracker, proposed: Sequence[Message]) -> set[str]:
+    """The span ids a new message of ``proposed`` (a summary) names in its lineage."""
+    return {p for m in proposed if m.id not in tracker.live for p in m.derived_from}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCheck:
+    """What :func:`_check_merge` keeps of the messages a summary would absorb, and why."""
+
+    refused: dict[str, str]
+    held_by: dict[str, str]
+    pins: list[Pin]
+
+
+def _check_merge(
+    session: Session,
+    merging: Sequence[str],
+    groups: Groups,
+    partners: Mapping[str, Sequence[str]] | None,
+    gone: Collection[str],
+) -> MergeCheck:
+    """The gate's rules for the messages a summary absorbs, decided locally (they are
+    merged by the rewrite, never sent to the gate): a protected one stays
+    (``PROTECTED``), one a retained message still refers to stays (``PINNED``: the
+    gate's pinned set on the local engine's state, :meth:`Session.pins_for`), and
+    one whose tool-pair group (or ``partners``) keeps a member stays with it
+    (``TOOL_PAIR``, ``held_by`` the first member that stays). A message kept is
+    retained, so what it refers to, and its group, stay too: the rules run until
+    nothing changes. ``gone``: spans that leave anyway (the gate evicted them)."""
+    live = session.tracker.live
+    refused = {s: "PROTECTED" for s in merging if s in live and live[s].protected}
+    held_by: dict[str, str] = {}
+    pins: list[Pin] = []
+    changed = bool(merging)
+    while changed:
+        changed = False
+        for pin in session.pins_for([s for s in merging if s not in refused]) or ():
+            if pin.span_id not in refused:
+                refused[pin.span_id] = "PINNED"
+                pins.append(pin)
+                changed = True
+        leaving = {s for s in merging if s not in refused} | set(gone)
+        for span_id in merging:
+            if span_id in refused:
+                continue
+            links = (*groups.get(span_id, ()), *(partners or {}).get(span_id, ()))
+            staying = [other for other in links if other != span_id and other not in leaving]
+            if staying:
+                refused[span_id] = "TOOL_PAIR"
+                held_by[span_id] = staying[0]
+                changed = True
+    return MergeCheck(refused, held_by, pins)
 
 
 class GuardOptions(TypedDict, total=False):
@@ -268,6 +371,10 @@ class GuardOptions(TypedDict, total=False):
     """The compactor's name sent with each rewrite (default: the adapter's guess)."""
     trigger: str | None
     """Why the compactor ran (``threshold``, ``overflow``, ``manual``...; default none)."""
+    advance_turn: bool
+    """The adapter advances the session's ``turn`` once per model call / agent step
+    (default True; see :meth:`~streams.sdk.client.Session.advance_turn`). False for a
+    harness that calls ``session.set_turn`` itself."""
 
 
 class CompactionGuard:
@@ -293,7 +400,15 @@ class CompactionGuard:
             self.session.tracker.protect = check_policy(options["protect"])
         self.strategy = options.get("strategy")
         self.trigger = options.get("trigger")
+        self.advance_turn = options.get("advance_turn", True)
         self.outcomes: list[CompactionOutcome] = []
+
+    def next_turn(self) -> None:
+        """One model call / agent step happened: advance the session's ``turn`` (unless
+        ``advance_turn`` is False), so that the engine's ``thrash_within_turns`` counts
+        the agent's turns. Adapters call it from the framework's per-call hook."""
+        if self.advance_turn:
+            self.session.advance_turn()
 
     async def gate(
         self,

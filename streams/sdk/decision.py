@@ -21,6 +21,27 @@ from schemas import (
 
 
 @dataclass(frozen=True, slots=True)
+class Pin:
+    """Why a message stays: a retained message refers to it.
+
+    ``span_id`` is the pinned message; ``pinned_for`` the retained messages (or
+    messages pinned before it) whose mentions resolve to it; ``path`` the chain
+    from a retained message to this one, this one last. The gate's
+    ``span.pinned`` (:meth:`from_event`) and the SDK's own check of a compaction
+    (:meth:`~streams.sdk.client.Session.pins_for`) give the same fields.
+    """
+
+    span_id: str
+    pinned_for: tuple[str, ...]
+    path: tuple[str, ...]
+
+    @classmethod
+    def from_event(cls, event: SpanPinned) -> Pin:
+        """The pin of a gate's ``span.pinned``."""
+        return cls(event.span_id, tuple(event.pinned_for), tuple(event.path))
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The outcome of one eviction request.
 

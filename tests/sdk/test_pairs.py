@@ -119,10 +119,12 @@ async def test_forced_through_the_local_engine_reports_what_was_broken() -> None
     half = Message("sum", "The agent looked order 55012 up.")
     after = [system, TASK, half, RESULT, REPLY, LATER]
     # With no veto, the rewrite of the system prompt goes through and is reported; the
-    # split does not: the gate refuses to evict the call without its result.
+    # split does not: the summary would merge the call, and the SDK keeps it with its
+    # result (the gate's rule, applied to what a summary absorbs).
     outcome = await gate_compaction(session, CONTEXT, after, veto_on=frozenset())
     assert outcome.applied and outcome.fault_kinds == [FaultKind.PROTECTED_SPAN_REWRITTEN]
-    assert outcome.decision is not None and outcome.decision.refused == {"call": "TOOL_PAIR"}
+    assert outcome.decision is None  # nothing left without a summary: the gate was not asked
+    assert outcome.refused == {"call": "TOOL_PAIR"} and outcome.held_by == {"call": "result"}
     expected = ["sys", "task", "sum", "call", "result", "reply", "later"]
     assert [m.id for m in outcome.messages] == expected
     record = outcome.compaction

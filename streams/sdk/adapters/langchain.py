@@ -10,9 +10,11 @@ Three lines::
 (LangChain's ``SummarizationMiddleware``, your own): the guard calls it,
 checks its proposal before it is applied (an empty or ballooning summary, a
 rewritten protected message, a summary that absorbs half of a tool pair are
-vetoed and the original messages stay), asks the gate to evict what it
-removes, puts back what the gate refuses (pinned: a later turn refers to it;
-protected; half of a tool pair) and reports the result. Tool pairs come from
+vetoed and the original messages stay), reports what the summary replaces as
+merged into it and asks the gate to evict only what it drops with no summary,
+puts back what must stay (pinned: a later turn refers to it; protected; half of
+a tool pair) and reports the result. Each model call advances the session's
+``turn``. Tool pairs come from
 ``AIMessage.tool_calls`` and ``ToolMessage.tool_call_id``; a ``SystemMessage``
 and the first ``HumanMessage`` in the state are protected by default (the
 ``system_prompt`` given to ``create_agent`` is not in the state: no compactor
@@ -160,8 +162,10 @@ class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any], CompactionGuard)
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
-        """Report the messages the model is called with, then its answer (sync agents)."""
+        """Report the messages the model is called with (a new turn), then its answer
+        (sync agents)."""
         run_sync(self.session, self.session.observe(to_messages(request.messages)))
+        self.next_turn()
         response = handler(request)
         run_sync(self.session, self.session.observe(_answer(response)))
         return response
@@ -171,8 +175,10 @@ class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any], CompactionGuard)
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Report the messages the model is called with, then its answer (async agents)."""
+        """Report the messages the model is called with (a new turn), then its answer
+        (async agents)."""
         await run_async(self.session, self.session.observe(to_messages(request.messages)))
+        self.next_turn()
         response = await handler(request)
         await run_async(self.session, self.session.observe(_answer(response)))
         return response

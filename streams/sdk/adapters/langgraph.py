@@ -13,10 +13,12 @@ messages (tool pairs from ``AIMessage.tool_calls`` / ``ToolMessage.tool_call_id`
 the ``SystemMessage`` and the first ``HumanMessage`` protected by default), and
 when the compactor proposes a change, checks it (an empty or ballooning
 summary, a rewritten protected message, a summary that absorbs half of a tool
-pair are vetoed: the original messages stay), asks the gate to evict what it
-removes, keeps what the gate refuses (and both halves of a pair a trim would
-split) and writes the result to the state. Faults go to the state's ``spanguard_faults`` (see
-:class:`SpanguardMessagesState`) when the graph's state has that key.
+pair are vetoed: the original messages stay), reports what the summary replaces
+as merged into it, asks the gate to evict only what goes with no summary, keeps
+what must stay (pinned, protected, both halves of a pair a trim would split) and
+writes the result to the state; then the model call's ``turn`` starts. Faults go
+to the state's ``spanguard_faults`` (see :class:`SpanguardMessagesState`) when the
+graph's state has that key.
 """
 
 from __future__ import annotations
@@ -75,6 +77,16 @@ class SpanguardHook(CompactionGuard):
         return await run_async(self.session, self._gate(messages, proposal))
 
     async def _gate(
+        self, messages: list[BaseMessage], proposal: Sequence[BaseMessage] | None
+    ) -> dict[str, Any]:
+        """Report and gate, then start the model call's turn (the hook runs once per
+        model call)."""
+        try:
+            return await self._report(messages, proposal)
+        finally:
+            self.next_turn()
+
+    async def _report(
         self, messages: list[BaseMessage], proposal: Sequence[BaseMessage] | None
     ) -> dict[str, Any]:
         before = to_messages(messages, self.token_counter)

@@ -210,11 +210,17 @@ class ChatGuard(CompactionGuard):
     def _remember(self, items: Sequence[Item], ids: Sequence[str]) -> None:
         self._known = [(_fingerprint(i), s, _is_system(i)) for i, s in zip(items, ids, strict=True)]
 
-    async def observe(self, items: Sequence[Item]) -> list[IntegrityFault]:
-        """Report the items not tracked yet (call before each model call)."""
+    async def observe(
+        self, items: Sequence[Item], *, new_turn: bool = True
+    ) -> list[IntegrityFault]:
+        """Report the items not tracked yet (call before each model call); then, unless
+        ``new_turn`` is False, the model call starts a new turn (see
+        :meth:`~streams.sdk.compaction.CompactionGuard.next_turn`)."""
         ids = self.ids(items)
         faults = await self.session.observe(self.messages(items, ids))
         self._remember(items, ids)
+        if new_turn:
+            self.next_turn()
         return faults
 
     async def compact(
@@ -284,9 +290,10 @@ class SpanguardAgentsSession:
         return await self.inner.get_items(limit)
 
     async def add_items(self, items: list[Any]) -> None:
-        """Store ``items`` and report them."""
+        """Store ``items`` and report them (the turn advances in :meth:`run_compaction`)."""
         await self.inner.add_items(items)
-        self.faults.extend(await self.guard.observe(await self.inner.get_items()))
+        stored = await self.inner.get_items()
+        self.faults.extend(await self.guard.observe(stored, new_turn=False))
 
     async def pop_item(self) -> Any | None:
         """Remove and return the latest item (the next report sees the list without it)."""
@@ -297,7 +304,9 @@ class SpanguardAgentsSession:
         await self.inner.clear_session()
 
     async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
-        """The runner's compaction hook: run the compactor and gate its result."""
+        """The runner's compaction hook, once per agent turn: the turn advances, then the
+        compactor runs and its result is gated."""
+        self.guard.next_turn()
         if self.compactor is None:
             return
         items = await self.inner.get_items()

@@ -25,6 +25,11 @@ ASSUMED_SETTINGS = (
     "balloon_ratio",
     "min_summary_tokens",
     "empty_summary_parent_factor",
+    "lost_keys_min",
+    "lost_keys_kept",
+    "thrash_after",
+    "thrash_within_turns",
+    "thrash_min_reduction",
     "dedup_window",
 )
 """The engine settings the truth depends on."""
@@ -53,6 +58,9 @@ class SimConfig:
     max_injections: int = 2
     long_every: int = 0
     """Every ``long_every``-th session is a long one (:data:`LONG_SESSION_EVENTS`); 0: none."""
+    lookalike_rate: float = 0.5
+    """Share of the sessions without injections that get a healthy look-alike of a
+    contract 1.2 fault (a step that resembles an injection and must raise nothing)."""
 
     def describe(self) -> dict[str, Any]:
         """The configuration as it is written into the truth file."""
@@ -65,6 +73,7 @@ class SimConfig:
             "faults": dict(self.faults),
             "max_injections": self.max_injections,
             "long_every": self.long_every,
+            "lookalike_rate": self.lookalike_rate,
             "engine_assumptions": engine_assumptions(),
         }
 

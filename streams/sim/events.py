@@ -67,8 +67,12 @@ class EventWriter:
         position: int,
         role: str,
         derived_from: Sequence[str] = (),
+        tool_call_ids: Sequence[str] = (),
+        tool_call_id: str | None = None,
+        protected: bool = False,
     ) -> Json:
-        """A ``span.added`` with its text."""
+        """A ``span.added`` with its text (contract 1.2: the tool calls it makes or
+        answers, and whether it is protected; left out when it has none)."""
         self.texts[span_id] = text
         return self.event(
             "span.added",
@@ -78,6 +82,9 @@ class EventWriter:
             role=role,
             text=text,
             derived_from=list(derived_from) or None,
+            tool_call_ids=list(tool_call_ids) or None,
+            tool_call_id=tool_call_id,
+            protected=protected or None,
         )
 
     def score_id(self, pass_number: int, index: int, span_id: str) -> str:
@@ -102,8 +109,11 @@ class EventWriter:
         declared_modified: Sequence[str],
         scores_invalidated: Sequence[str],
         base_seq: int | None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> Json:
-        """A ``context.rewritten`` with the complete ``context`` (entries with text)."""
+        """A ``context.rewritten`` with the complete ``context`` (entries with text),
+        naming the compactor's ``strategy`` and ``trigger`` (contract 1.2) when given."""
         self.rewrites += 1
         for entry in context:
             self.texts[entry["span_id"]] = entry["text"]
@@ -114,6 +124,8 @@ class EventWriter:
             declared_modified=list(declared_modified),
             scores_invalidated=list(scores_invalidated),
             base_seq=base_seq,
+            strategy=strategy,
+            trigger=trigger,
         )
 
     def evict(

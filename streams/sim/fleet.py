@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from streams.sim.config import LONG_SESSION_EVENTS, SimConfig
-from streams.sim.injections import REGISTRY
+from streams.sim.injections import LOOKALIKES, REGISTRY
 from streams.sim.plan import Record, TextRecord
 from streams.sim.session import SessionGenerator
 from streams.sim.truth import DeadLetterTruth, FleetTruth, SessionTruth
@@ -76,6 +76,8 @@ def simulate(config: SimConfig) -> SimulatedFleet:
     plans = _assign_injections(config, rng)
     spread_ms = max(60_000, config.sessions * 15_000)
     generators: list[SessionGenerator] = []
+    lookalikes = list(LOOKALIKES.values())
+    placed = 0
     for index, injections in enumerate(plans):
         session_rng = random.Random(rng.getrandbits(64))
         domain = session_rng.choices(DOMAINS, weights=DOMAIN_WEIGHTS)[0]
@@ -86,6 +88,11 @@ def simulate(config: SimConfig) -> SimulatedFleet:
         if config.long_every and index % config.long_every == config.long_every - 1:
             length = LONG_SESSION_EVENTS
         start = EPOCH + timedelta(milliseconds=session_rng.randint(0, spread_ms))
+        # Sessions without injections take the healthy look-alikes in turn.
+        alike = []
+        if not injections and session_rng.random() < config.lookalike_rate:
+            alike = [lookalikes[placed % len(lookalikes)]]
+            placed += 1
         generator = SessionGenerator(
             session_rng,
             f"s{config.seed}-{index:05d}",
@@ -96,6 +103,7 @@ def simulate(config: SimConfig) -> SimulatedFleet:
             start,
             int((start - EPOCH).total_seconds() * 1000),
             session_rng.randint(400, 3000),
+            alike,
         )
         generator.run()
         generators.append(generator)

@@ -134,8 +134,13 @@ class Live:
         return {s.span_id for s in self.spans.values() if s.counter >= POISONED_AT}
 
     def ranked(self) -> list[Span]:
-        """Spans with a bound score that a policy may rank, lowest first."""
-        scored = [s for s in self.spans.values() if s.score is not None and s.counter < POISONED_AT]
+        """Spans with a bound score that a policy may rank, lowest first (contract 1.2:
+        never a protected one)."""
+        scored = [
+            s
+            for s in self.spans.values()
+            if s.score is not None and s.counter < POISONED_AT and not s.protected
+        ]
         return sorted(scored, key=lambda s: (score_of(s), s.position, s.span_id))
 
     def stale(self) -> set[str]:
@@ -164,6 +169,33 @@ class Live:
         """The span that binds an anaphor of ``type_`` made by ``span``."""
         return binder(Mention(None, type_), span, self.spans.values())
 
+    def group(self, span_id: str) -> set[str]:
+        """Contract 1.2: the live spans of ``span_id``'s tool pair group."""
+        return {s.span_id for s in self.session.group(span_id)}
+
+    def whole(self, spans: Sequence[str]) -> bool:
+        """Whether ``spans`` holds every tool pair group it touches entirely."""
+        inside = set(spans)
+        return all(self.group(s) <= inside for s in spans if self.spans[s].call_ids)
+
+    def whole_pairs(self) -> list[tuple[str, str]]:
+        """(call, result) of every live pair of one call span and one result span
+        that form a group of their own, in context order."""
+        found = []
+        for span in self.ordered():
+            if len(span.calls) != 1 or span.answers is not None:
+                continue
+            group = self.group(span.span_id)
+            if len(group) == 2:
+                [result] = group - {span.span_id}
+                if self.spans[result].answers == span.calls[0]:
+                    found.append((span.span_id, result))
+        return found
+
+    def protected(self) -> list[str]:
+        """Live protected spans, in context order."""
+        return [s.span_id for s in self.ordered() if s.protected]
+
     def next_position(self) -> int:
         """The position after the last live span."""
         return max((s.position for s in self.spans.values()), default=-1) + 1
@@ -184,6 +216,11 @@ class AddOp:
     position: int
     known: frozenset[str]
     derived_from: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+    """Contract 1.2: the tool call ids the span makes."""
+    answers: str | None = None
+    """Contract 1.2: the tool call id the span answers."""
+    protected: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +255,8 @@ class RewriteOp:
     declared: tuple[str, ...]
     invalidated: tuple[str, ...]
     base_seq: int | None = None
+    strategy: str | None = None
+    trigger: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +420,9 @@ class Planner:
                 position=op.position,
                 role=op.role,
                 derived_from=op.derived_from,
+                tool_call_ids=op.calls,
+                tool_call_id=op.answers,
+                protected=op.protected,
             )
         elif isinstance(op, ScoreOp):
             event = writer.score(
@@ -393,6 +435,8 @@ class Planner:
                 declared_modified=op.declared,
                 scores_invalidated=op.invalidated,
                 base_seq=op.base_seq,
+                strategy=op.strategy,
+                trigger=op.trigger,
             )
             for e in op.entries:
                 if e.span_id in st.content:

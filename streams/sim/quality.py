@@ -10,7 +10,10 @@ the engine):
   ``located`` is stricter: a detection of the same kind whose ``caused_by`` is
   the injected ``at_event_id``.
 * **faults on healthy sessions**: warning or critical faults in sessions where
-  nothing was injected (target 0).
+  nothing was injected (target 0), and among them the sessions that carry a
+  healthy look-alike of a contract 1.2 fault (an absorbed tool pair, a kept
+  system prompt, a summary that keeps its keys, compactions that shrink or come
+  turns apart), per look-alike.
 * **dead letters**: ``event.rejected`` per (session, reason) against the
   malformed records the simulator wrote.
 * **live referents and the gate**: without the gate, the truth's count of
@@ -35,7 +38,15 @@ from rich.table import Table
 
 from streams.sim.truth import FleetTruth
 
-ID_FIELDS = ("fault_id", "pin_id", "recompute_id", "decision_id", "alert_id", "rejection_id")
+ID_FIELDS = (
+    "fault_id",
+    "pin_id",
+    "recompute_id",
+    "decision_id",
+    "compaction_id",
+    "alert_id",
+    "rejection_id",
+)
 SERIOUS = ("warning", "critical")
 
 
@@ -87,6 +98,10 @@ class VolumeRow:
     committed: int
     pinned: int
     frozen: int
+    protected: int = 0
+    """Refused ``PROTECTED`` (contract 1.2)."""
+    paired: int = 0
+    """Refused ``TOOL_PAIR``: half of a tool pair asked for without the rest (1.2)."""
 
     @property
     def change(self) -> float | None:
@@ -115,6 +130,8 @@ class QualityReport:
     outputs: int
     duplicates: int
     mismatched_decisions: list[str] = field(default_factory=list)
+    lookalikes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Look-alike name -> (sessions carrying it, warning/critical faults on them)."""
 
     @property
     def healthy_fault_count(self) -> int:
@@ -138,6 +155,10 @@ class QualityReport:
                 "sessions": self.healthy_sessions,
                 "warning_or_critical_faults": self.healthy_fault_count,
                 "by_kind": dict(sorted(self.healthy_faults.items())),
+                "lookalikes": {
+                    name: {"sessions": count, "warning_or_critical_faults": faults}
+                    for name, (count, faults) in sorted(self.lookalikes.items())
+                },
             },
             "faults_of_unknown_sessions": self.unknown_session_faults,
             "deadletters": {d.reason: asdict(d) for d in self.deadletters},
@@ -206,6 +227,12 @@ def evaluate(truth: FleetTruth, outputs: Iterable[Mapping[str, Any]]) -> Quality
         if e.get("type") == "eviction.decided"
     }
     rejections = [e for e in events if e.get("type") == "event.rejected"]
+    serious = Counter(str(f.get("session_id")) for f in faults if f.get("severity") in SERIOUS)
+    lookalikes: dict[str, tuple[int, int]] = {}
+    for session in truth.sessions:
+        for name in session.lookalikes:
+            count, found = lookalikes.get(name, (0, 0))
+            lookalikes[name] = (count + 1, found + serious[session.session_id])
     return QualityReport(
         kinds=_kind_scores(truth, faults),
         sessions=len(truth.sessions),
@@ -222,6 +249,7 @@ def evaluate(truth: FleetTruth, outputs: Iterable[Mapping[str, Any]]) -> Quality
         **_referent_figures(truth, decisions),
         outputs=total,
         duplicates=duplicates,
+        lookalikes=lookalikes,
     )
 
 
@@ -312,6 +340,8 @@ def _referent_figures(
                 row["committed"] += len(committed)
                 row["pinned"] += sum(r.get("reason") == "PINNED" for r in refused)
                 row["frozen"] += sum(r.get("reason") in ("FROZEN", "STALE_SCORE") for r in refused)
+                row["protected"] += sum(r.get("reason") == "PROTECTED" for r in refused)
+                row["paired"] += sum(r.get("reason") == "TOOL_PAIR" for r in refused)
     order = ["dense", "dense-healthy", "sparse"]
     volume = [
         VolumeRow(
@@ -322,6 +352,8 @@ def _referent_figures(
             committed=groups[name]["committed"],
             pinned=groups[name]["pinned"],
             frozen=groups[name]["frozen"],
+            protected=groups[name]["protected"],
+            paired=groups[name]["paired"],
         )
         for name in order
         if name in groups
@@ -378,6 +410,9 @@ def render(report: QualityReport, console: Console) -> None:
         health.add_row(f"  {kind}", str(count))
     if report.unknown_session_faults:
         health.add_row("faults of sessions not in the truth", str(report.unknown_session_faults))
+    for name, (count, found) in sorted(report.lookalikes.items()):
+        style = "" if found == 0 else "[bold red]"
+        health.add_row(f"  look-alike {name} ({count} sessions)", f"{style}{found}")
 
     dead = Table(title="Dead letters (expected reasons)")
     for name in ("reason", "expected", "rejected", "matched"):
@@ -414,6 +449,8 @@ def render(report: QualityReport, console: Console) -> None:
         ("committed (the gate)", lambda r: str(r.committed)),
         ("refused: pinned", lambda r: str(r.pinned)),
         ("refused: frozen", lambda r: str(r.frozen)),
+        ("refused: protected", lambda r: str(r.protected)),
+        ("refused: half a tool pair", lambda r: str(r.paired)),
         ("change in volume", lambda r: _percent(r.change)),
     ]
     for label, value in figures:

@@ -36,7 +36,7 @@ from streams.sim.texts import Conversation, Domain
 from streams.sim.truth import EvictionTruth, FaultTruth, SessionTruth
 
 if TYPE_CHECKING:
-    from streams.sim.injections import Injection
+    from streams.sim.injections import Injection, Lookalike
 
 REDELIVERY_RATE = 0.08
 """Chance per turn that a recent event is delivered again (harmless noise)."""
@@ -61,6 +61,7 @@ class SessionGenerator(Steps):
         start: datetime,
         start_ms: int,
         step_ms: int,
+        lookalikes: Sequence[Lookalike] = (),
     ) -> None:
         writer = EventWriter(session_id, tenant, start, timedelta(milliseconds=step_ms))
         super().__init__(
@@ -69,6 +70,8 @@ class SessionGenerator(Steps):
         self.session_id = session_id
         self.target = target_events
         self.pending = list(injections)
+        self.lookalikes = list(lookalikes)
+        """Healthy look-alikes still to place (contract 1.2; they must raise nothing)."""
         self.records: list[Record] = []
         self.texts: list[TextRecord] = []
         self.truth = SessionTruth(
@@ -93,6 +96,13 @@ class SessionGenerator(Steps):
                 if self._attempt(injection.build(self), injection):
                     self.pending.pop(0)
                     self.truth.injections.append(injection.name)
+                    next_injection = turn + 1
+                    continue
+            if self.lookalikes and turn >= next_injection:
+                lookalike = self.lookalikes[0]
+                if self._attempt(lookalike.build(self), None):
+                    self.lookalikes.pop(0)
+                    self.truth.lookalikes.append(lookalike.name)
                     next_injection = turn + 1
                     continue
             if turn % compact_every == 0:

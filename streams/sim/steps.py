@@ -18,6 +18,7 @@ from typing import Any
 
 from schemas import FaultKind, RejectReason, text_sha256
 from streams.reference.model import DRIFT_TOLERANCE
+from streams.reference.rewrite import THRASH_AFTER, THRASH_MIN_REDUCTION, THRASH_WITHIN_TURNS
 from streams.reference.state import POISONED_AT
 from streams.sim.events import SCORER
 from streams.sim.plan import (
@@ -36,7 +37,14 @@ from streams.sim.plan import (
     score_of,
 )
 from streams.sim.texts import Beat, Domain, Entity, Text, compose, tool_call
-from streams.sim.vocab import LOSSY_FORMS, POISON_FORMS, SUMMARY_EMPTY, SUMMARY_FORMS
+from streams.sim.vocab import (
+    LOSSY_FORMS,
+    LOST_KEYS_FORMS,
+    POISON_FORMS,
+    SUMMARY_EMPTY,
+    SUMMARY_FORMS,
+    SYSTEM_PROMPTS,
+)
 
 SCORE_MIN, SCORE_MAX = 0.02, 0.98
 """Scores the simulated scorer gives stay inside these bounds."""
@@ -66,18 +74,37 @@ class Steps:
         return f"{prefix}{st.ids[prefix]}"
 
     def add(
-        self, p: Planner, beat: Beat, slots: tuple[Entity, ...], intend: Sequence[FaultKind] = ()
+        self,
+        p: Planner,
+        beat: Beat,
+        slots: tuple[Entity, ...],
+        intend: Sequence[FaultKind] = (),
+        *,
+        calls: tuple[str, ...] = (),
+        answers: str | None = None,
+        protected: bool = False,
     ) -> str:
-        """A ``span.added`` of ``beat`` naming ``slots``; returns its span id."""
+        """A ``span.added`` of ``beat`` naming ``slots``; returns its span id. Contract
+        1.2: ``calls`` / ``answers`` make it half of a tool pair, ``protected`` keeps it."""
         st = p.state
-        prefix = {"user": "u", "tool": "t", "assistant": "a", "call": "c"}[beat.role]
-        span_id = self.new_id(st, prefix)
+        prefix = {"user": "u", "tool": "t", "assistant": "a", "call": "c", "system": "sys"}
+        span_id = self.new_id(st, prefix[beat.role])
         known = frozenset(st.live.known_types())
         slots = slots[: len(beat.slots)]
         text = compose(beat.forms[0], slots, known, book=st.live.names())
         st.content[span_id] = SpanContent(beat.role, beat.forms, slots, 0, text.text)
         role = "assistant" if beat.role == "call" else beat.role
-        p.run(AddOp(span_id, text, role, st.live.next_position(), known), intend)
+        op = AddOp(
+            span_id,
+            text,
+            role,
+            st.live.next_position(),
+            known,
+            calls=calls,
+            answers=answers,
+            protected=protected,
+        )
+        p.run(op, intend)
         return span_id
 
     def natural(self, content: SpanContent) -> float:
@@ -194,14 +221,21 @@ class Steps:
         if gap:
             p.run(GapOp(gap))
         new: list[str] = []
+        if turn == 1:
+            # Contract 1.2: the system prompt and the user's task are protected.
+            prompt = SYSTEM_PROMPTS[self.domain.name]
+            new.append(self.add(p, Beat("system", (prompt,)), (), protected=True))
         beats = self.domain.opening if turn == 1 else self.domain.user
         beat, slots = self._choose(st, beats)
-        new.append(self.add(p, beat, slots, [FaultKind.SEQUENCE_GAP] if gap else ()))
+        intend = [FaultKind.SEQUENCE_GAP] if gap else []
+        new.append(self.add(p, beat, slots, intend, protected=turn == 1))
         if self.rng.random() < 0.6 or turn == 1:
-            # The agent calls a tool, then the tool's result comes back: a pair of spans.
+            # The agent calls a tool, then the tool's result comes back: a pair of spans
+            # (contract 1.2: linked by the call id).
             beat, slots = self._choose(st, self.domain.tool)
-            new.append(self.add(p, tool_call(beat), slots[:1]))
-            new.append(self.add(p, beat, slots))
+            call = self.new_id(st, "call_")
+            new.append(self.add(p, tool_call(beat), slots[:1], calls=(call,)))
+            new.append(self.add(p, beat, slots, answers=call))
         beat, slots = self._choose(st, self.domain.assistant)
         new.append(self.add(p, beat, slots))
         values = {sid: self.natural(st.content[sid]) for sid in new}
@@ -252,12 +286,16 @@ class Steps:
         p.run(self.scoring(p, values, scorer=SECOND_SCORER))
 
     def usable(self, p: Planner) -> list[str]:
-        """Live spans that may take part in a rewrite: scored, not stale, not poisoned."""
+        """Live spans that may take part in a rewrite: scored, not stale, not poisoned,
+        not protected (contract 1.2: never rewritten)."""
         model = p.live
         return [
             s.span_id
             for s in model.ordered()
-            if s.score is not None and s.counter == 0 and s.span_id in p.state.content
+            if s.score is not None
+            and s.counter == 0
+            and s.span_id in p.state.content
+            and not s.protected
         ]
 
     def merge_group(self, p: Planner, size: int | None = None, lowest: bool = False) -> list[str]:
@@ -267,9 +305,11 @@ class Steps:
         usable = set(self.usable(p))
         size = size or self.rng.randint(2, 4)
         runs: list[list[str]] = []
+        whole = p.live.whole
         for start in range(max(0, int(len(order) * 0.6))):
             group = order[start : start + size]
-            if len(group) == size and all(s in usable for s in group):
+            # Contract 1.2: a summary absorbs both halves of a tool pair or neither.
+            if len(group) == size and all(s in usable for s in group) and whole(group):
                 runs.append(group)
         if not runs:
             return []
@@ -322,9 +362,15 @@ class Steps:
         late: Sequence[str] = (),
         intend: Sequence[FaultKind] = (),
         summary: str | None = None,
+        strategy: str | None = None,
+        trigger: str | None = None,
     ) -> tuple[list[str], dict[str, float]] | None:
         """One compaction; returns (created summary ids, the scores of the spans
-        it changed or merged, as they were) or None when it cannot be built."""
+        it changed or merged, as they were) or None when it cannot be built.
+        ``summary``: ``long`` (ballooned), ``empty``, ``lost`` (keeps no identifier)
+        or None. A compaction that would be the ``thrash_after``-th thin one in a
+        row waits a few turns unless ``intend`` names ``COMPACTION_THRASHING`` (the
+        harness backs off instead of looping)."""
         st, model = p.state, p.live
         known = model.known_types()
         # Every name a rewrite writes was introduced before it: the book at its start.
@@ -368,6 +414,10 @@ class Steps:
                 elif summary == "empty":
                     text = compose("", (), known)
                     content = SpanContent("summary", ("",), (), 0, "")
+                elif summary == "lost":
+                    plain = self.rng.choice(LOST_KEYS_FORMS)
+                    text = compose(plain, (), known)
+                    content = SpanContent("summary", (plain,), (), 0, text.text)
                 claim_value: tuple[str, float, str | None] | None = None
                 if claim is not None:
                     inherited = max((old_scores.get(q, 0.0) for q in parents), default=0.5)
@@ -409,11 +459,34 @@ class Steps:
             invalid = ()
         else:
             invalid = invalidate
+        before = sum(span.tokens for span in model.spans.values())
+        after = sum(e.text.tokens for e in entries)
+        after += sum(model.spans[s].tokens for s in late if s in model.spans)
+        if FaultKind.COMPACTION_THRASHING not in intend and self.would_thrash(p, before, after):
+            # The harness backs off: it waits until the run of thin compactions is over
+            # (more than thrash_within_turns turns) instead of looping.
+            last = p.live.session.last_rewrite_turn
+            assert last is not None
+            for _ in range(THRASH_WITHIN_TURNS + 1 - (st.writer.turn - last)):
+                p.run(NextTurn())
         for sid in merged | set(drop):
             st.content.pop(sid, None)
         st.content.update(new_content)
-        p.run(RewriteOp(tuple(entries), tuple(declared), tuple(invalid), base_seq), intend)
+        op = RewriteOp(tuple(entries), tuple(declared), tuple(invalid), base_seq, strategy, trigger)
+        p.run(op, intend)
         return created, old_scores
+
+    def would_thrash(self, p: Planner, before: int, after: int) -> bool:
+        """Whether a rewrite now from ``before`` to ``after`` live tokens raises
+        ``COMPACTION_THRASHING`` (contract 1.2): thin, and the ``thrash_after``-th
+        thin rewrite in a row, each close to the one before."""
+        if after <= (1 - THRASH_MIN_REDUCTION) * before:
+            return False
+        session = p.live.session
+        last = session.last_rewrite_turn
+        close = last is not None and p.state.writer.turn - last <= THRASH_WITHIN_TURNS
+        run = session.thrash_run + 1 if close else 1
+        return run % THRASH_AFTER == 0
 
     def rewrite_and_rescore(self, p: Planner, rescored: Sequence[str], **knobs: Any) -> bool:
         """A :meth:`rewrite` (``knobs``), then the pass that closes its drift window,
@@ -557,7 +630,7 @@ class Steps:
         usable = set(self.usable(p))
         at = order.index(sum_a)
         near = [order[i] for i in (at - 1, at + 1) if 0 <= i < len(order)]
-        near = [s for s in near if s in usable]
+        near = [s for s in near if s in usable and p.live.whole([s])]
         if not near:
             return False
         partner = self.rng.choice(near)
@@ -573,7 +646,8 @@ class Steps:
         """``count`` live, scored spans that hold nothing; when too few are live the
         conversation gets a short exchange of small talk first."""
         st = p.state
-        found = [s for s in self.usable(p) if st.content[s].filler]
+        whole = p.live.whole
+        found = [s for s in self.usable(p) if st.content[s].filler and whole([s])]
         if len(found) >= count:
             self.rng.shuffle(found)
             return found[:count]

@@ -88,6 +88,9 @@ class SessionTruth:
     """Injections placed in this session (fault-mix names)."""
     skipped: list[str] = field(default_factory=list)
     """Injections that found no place before the session ended (nothing injected)."""
+    lookalikes: list[str] = field(default_factory=list)
+    """Healthy look-alikes placed in this session (contract 1.2: steps that resemble
+    an injection and must raise nothing; names of ``LOOKALIKES``)."""
     faults: list[FaultTruth] = field(default_factory=list)
     deadletters: list[DeadLetterTruth] = field(default_factory=list)
     evictions: list[EvictionTruth] = field(default_factory=list)
@@ -141,6 +144,10 @@ class FleetTruth:
             for d in s.deadletters:
                 reasons[d.reason] = reasons.get(d.reason, 0) + 1
         requests = [e for s in self.sessions for e in s.evictions]
+        lookalikes: dict[str, int] = {}
+        for s in self.sessions:
+            for name in s.lookalikes:
+                lookalikes[name] = lookalikes.get(name, 0) + 1
         return {
             "sessions": len(self.sessions),
             "healthy_sessions": sum(s.healthy for s in self.sessions),
@@ -148,6 +155,7 @@ class FleetTruth:
             "faults": dict(sorted(kinds.items())),
             "deadletters": dict(sorted(reasons.items())),
             "skipped_injections": sum(len(s.skipped) for s in self.sessions),
+            "lookalikes": dict(sorted(lookalikes.items())),
             "eviction_requests": len(requests),
             "requested_spans": sum(len(e.requested) for e in requests),
             "needed_spans": sum(len(e.needed) for e in requests),
@@ -186,6 +194,7 @@ def _session_json(s: SessionTruth) -> dict[str, Any]:
         "events": s.events,
         "injections": s.injections,
         "skipped_injections": s.skipped,
+        "lookalikes": s.lookalikes,
         "faults": [asdict(f) for f in s.faults],
         "deadletters": [asdict(d) for d in s.deadletters],
         "evictions": [asdict(e) for e in s.evictions],
@@ -201,6 +210,7 @@ def _session_from(data: dict[str, Any]) -> SessionTruth:
         events=int(data.get("events", 0)),
         injections=list(data.get("injections", [])),
         skipped=list(data.get("skipped_injections", [])),
+        lookalikes=list(data.get("lookalikes", [])),
         faults=[
             FaultTruth(**{**f, "span_ids": tuple(f.get("span_ids", ()))}) for f in data["faults"]
         ],

@@ -1092,3 +1092,24 @@ LOSSY_FORMS = {
 }
 POISON_FORMS = ("Small talk, condensed.", "Condensed small talk.")
 DIGEST_FORMS = ("Digest of an earlier reply, kept for the audit log.", "Digest of a reply.")
+
+SYSTEM_PROMPTS = {
+    "support": "You are a helpful support agent. Answer briefly, check the records before "
+    "you promise anything and never share card numbers.",
+    "code": "You are a coding assistant. Run the tests before you claim a fix works and "
+    "explain each change in plain words.",
+    "travel": "You are a travel assistant. Confirm dates and times before you book anything "
+    "and keep answers short.",
+    "booking": "You are a booking assistant for restaurants and hotels. Confirm every detail "
+    "before you book and keep answers short.",
+    "airline": "You are an airline agent. Follow the airline policy, confirm every change "
+    "with the user before you make it and never invent a fare.",
+}
+"""Contract 1.2: each session's protected system prompt (it holds no referent)."""
+CONDENSED_PROMPT = "Agent instructions, shortened."
+"""A compactor that rewrites the system prompt writes this instead (a fault)."""
+LOST_KEYS_FORMS = (
+    "Earlier turns, condensed: the details were dropped.",
+    "Some earlier steps were covered; details were left out.",
+)
+"""A summary that keeps none of its sources' identifiers (``SUMMARY_LOST_KEYS``)."""

@@ -18,6 +18,7 @@ ALLOWED = {
     ("config.py", "streams.engine.config"),
     # Example traces for the docs and the engine's own tests; no truth is made from them.
     ("scenarios.py", "streams.engine.trace"),
+    ("compactions.py", "streams.engine.trace"),
 }
 
 
@@ -65,6 +66,11 @@ def test_the_reference_reads_the_contract_defaults_as_the_engine_does() -> None:
     assert defaults.balloon_ratio == rewrite.BALLOON_RATIO
     assert defaults.min_summary_tokens == rewrite.MIN_SUMMARY_TOKENS
     assert defaults.empty_summary_parent_factor == rewrite.EMPTY_PARENT_FACTOR
+    assert defaults.lost_keys_min == rewrite.LOST_KEYS_MIN
+    assert defaults.lost_keys_kept == rewrite.LOST_KEYS_KEPT
+    assert defaults.thrash_after == rewrite.THRASH_AFTER
+    assert defaults.thrash_within_turns == rewrite.THRASH_WITHIN_TURNS
+    assert defaults.thrash_min_reduction == rewrite.THRASH_MIN_REDUCTION
     assert defaults.poisoned == "drop" and defaults.protect_lineage is False
 
 

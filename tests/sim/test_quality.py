@@ -33,6 +33,10 @@ ALL_KINDS = {
     "PRUNING_STALLED",
     "SUMMARY_BALLOONING",
     "EMPTY_SUMMARY",
+    "TOOL_PAIR_SPLIT",
+    "PROTECTED_SPAN_REWRITTEN",
+    "SUMMARY_LOST_KEYS",
+    "COMPACTION_THRASHING",
 }
 
 
@@ -82,7 +86,7 @@ def test_dead_letters_get_the_expected_reasons(report: QualityReport) -> None:
 
 
 def test_the_gate_destroys_no_live_referent(report: QualityReport) -> None:
-    assert report.referent_without_gate > 20
+    assert report.referent_without_gate > 15
     assert report.requests_needing > 10
     assert report.referent_with_gate == 0
     assert report.decisions_missing == 0
@@ -93,11 +97,14 @@ def test_the_gate_evicts_less_in_referent_dense_sessions(report: QualityReport) 
     volume = {row.group: row for row in report.volume}
     dense, sparse = volume["dense"], volume["sparse"]
     assert dense.change is not None and sparse.change is not None
-    assert -0.6 < dense.change < -0.1
-    assert dense.pinned > 10
+    # Contract 1.2 refuses the protected system prompt and task, and half a tool pair,
+    # besides the pins: the gate evicts far less than a naive pruner.
+    assert -0.8 < dense.change < -0.1
+    assert dense.pinned > 10 and dense.protected > 10 and dense.paired > 0
     assert sparse.change > dense.change
     healthy = volume["dense-healthy"]
-    assert healthy.frozen == 0 and healthy.committed + healthy.pinned == healthy.requested
+    kept = healthy.pinned + healthy.protected + healthy.paired
+    assert healthy.frozen == 0 and healthy.committed + kept == healthy.requested
 
 
 def test_quality_notices_a_broken_engine(

@@ -49,6 +49,11 @@ class EngineSettings(BaseModel):
         ge=1,
         description="EMPTY_SUMMARY needs parents holding at least this x min_summary_tokens",
     )
+    drift_series_points: int = Field(
+        16,
+        ge=2,
+        description="MONOTONIC_DRIFT evidence holds the streak's last this many points",
+    )
     lost_keys_min: int = Field(
         3, ge=1, description="SUMMARY_LOST_KEYS needs a summary's parents to hold this many keys"
     )

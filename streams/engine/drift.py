@@ -71,18 +71,24 @@ def close_window(session: SessionState, emission: Emission) -> CycleOutcome | No
         within = abs(point.mean_after - point.mean_before) <= limit
     drifted = rose and tokens_fell
     if drifted:
+        # The series in evidence (and in state) is the streak's last points; the count
+        # is the whole streak's, so a restore in the middle of a long streak emits
+        # exactly what replay does.
+        session.drift_consecutive += 1
         session.drift_streak.append(point)
-        if len(session.drift_streak) >= 2:
+        del session.drift_streak[: -emission.settings.drift_series_points]
+        if session.drift_consecutive >= 2:
             emission.fault(
                 FaultKind.MONOTONIC_DRIFT,
                 [],
                 {
                     "tolerance": tolerance,
-                    "consecutive": len(session.drift_streak),
+                    "consecutive": session.drift_consecutive,
                     "series": [asdict(p) for p in session.drift_streak],
                 },
             )
     else:
+        session.drift_consecutive = 0
         session.drift_streak.clear()
     healthy = tokens_fell and within and window.clean
     return CycleOutcome(drifted=drifted, healthy=healthy)

@@ -48,7 +48,6 @@ from streams.engine.state import (
 )
 
 Record = tuple[bytes, bytes | None]
-DRIFT_POINTS_KEPT = 16
 
 
 def record_key(tenant: str, session_id: str, kind: str, name: str = "") -> bytes:
@@ -137,8 +136,9 @@ def _header(session: SessionState) -> bytes:
             else [window.rewrite_id, window.mean_before, window.tokens_before, window.clean],
             "drift_streak": [
                 [p.rewrite_id, p.mean_before, p.mean_after, p.tokens_before, p.tokens_after]
-                for p in session.drift_streak[-DRIFT_POINTS_KEPT:]
+                for p in session.drift_streak
             ],
+            "drift_consecutive": session.drift_consecutive,
             "persisted_below": session.persisted_below,
             "tail": _entries(session, session.persisted_below, session.arrivals + 1),
             "chunk": session.open_chunk,
@@ -315,5 +315,6 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]
+    session.drift_consecutive = data.get("drift_consecutive", len(session.drift_streak))
     session.persisted_below = data["persisted_below"]
     session.open_chunk = list(data["chunk"])

@@ -165,6 +165,9 @@ class SessionState:
     """Blocks changed since the last drain."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)
+    """The last ``drift_series_points`` points of the current drift streak."""
+    drift_consecutive: int = 0
+    """Drifting rewrites in a row (the whole streak, however long)."""
     order: SortedList = field(default_factory=SortedList)
     scores: dict[str | None, SortedList] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)

@@ -89,3 +89,25 @@ def test_eviction_between_rewrites_is_outside_the_window() -> None:
     d = EngineDriver()
     d.pipe(s)
     assert d.faults(FaultKind.MONOTONIC_DRIFT) == []
+
+
+def test_a_long_streak_counts_whole_keeps_its_last_points_and_restores_identically() -> None:
+    # Issue 22: the count is the whole streak's, the series its last points, and a restore
+    # in the middle of the streak gives the same faults as replay (same ids, same counts).
+    from tests.engine.test_persist import run_split, run_whole
+
+    s = SessionScript()
+    for i in range(60):
+        s.add(f"a{i}", " ".join(WORDS))
+    s.score(*[(f"a{i}", 0.01) for i in range(60)])
+    for round_ in range(25):
+        compaction_cycle(s, 58 - 2 * round_, 0.01 * 1.2 ** (round_ + 1), WORDS)
+    d = EngineDriver(drift_series_points=5)
+    d.pipe(s)
+    drift = d.faults(FaultKind.MONOTONIC_DRIFT)
+    assert [f.evidence["consecutive"] for f in drift] == list(range(2, 26))
+    assert [len(f.evidence["series"]) for f in drift][-3:] == [5, 5, 5]
+    lines = s.lines()
+    expected = run_whole(lines)
+    for cut in range(len(lines) - 8, len(lines) + 1):
+        assert run_split(lines, cut) == expected, f"cut at {cut}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -48,6 +49,21 @@ class EngineSettings(BaseModel):
         25,
         ge=1,
         description="EMPTY_SUMMARY needs parents holding at least this x min_summary_tokens",
+    )
+    idle_timeout: timedelta = Field(
+        timedelta(hours=24),
+        ge=timedelta(0),
+        description="a session with no event for this long (event time) expires; 0: never",
+    )
+    tombstone_retention: timedelta = Field(
+        timedelta(days=7),
+        ge=timedelta(0),
+        description="markers of closed and expired sessions are kept this long; 0: forever",
+    )
+    max_clock_skew: timedelta = Field(
+        timedelta(hours=1),
+        ge=timedelta(0),
+        description="on Kafka the clock never runs past a record's broker timestamp + this",
     )
     drift_series_points: int = Field(
         16,

@@ -31,9 +31,17 @@ from streams.engine.deadletter import keep, scan_identity
 from streams.engine.decode import Identity, Invalid, decode
 from streams.engine.drift import CycleOutcome, close_window
 from streams.engine.emit import Emission, build, output_id
+from streams.engine.expiry import Lifetimes, Marker
 from streams.engine.gate import decide
 from streams.engine.holdings import HoldingsBuilder
-from streams.engine.persist import Record, dump_changes, dump_closed, load_sessions
+from streams.engine.persist import (
+    Record,
+    clock_record,
+    dump_changes,
+    dump_ended,
+    forget_record,
+    load_sessions,
+)
 from streams.engine.rewrite import apply_rewrite
 from streams.engine.scoring import apply_scores
 from streams.engine.state import SessionState, SpanState
@@ -65,6 +73,8 @@ class EngineStats:
     cycles_closed: int = 0
     cycles_healthy: int = 0
     sessions_closed: int = 0
+    sessions_expired: int = 0
+    """Sessions expired after ``idle_timeout`` without events (contract 1.2)."""
     closed_sessions: dict[SessionKey, int] = field(default_factory=dict)
     """Closed sessions and the highest ``seq`` they had accepted."""
 
@@ -88,7 +98,13 @@ class Engine:
         self.sessions: dict[SessionKey, SessionState] = {}
         self.stats = EngineStats()
         self._holdings = HoldingsBuilder(self.settings)
+        self.lifetimes = Lifetimes(
+            self.settings.idle_timeout,
+            self.settings.tombstone_retention,
+            self.settings.max_clock_skew,
+        )
         self._last_ts = EPOCH
+        self._clock_moved = False
         self._track = track_changes
         self._touched: set[SessionKey] = set()
         self._pending: list[Record] = []
@@ -107,6 +123,9 @@ class Engine:
         """
         records = self._pending
         self._pending = []
+        if self._clock_moved:
+            records.append(clock_record(self.lifetimes.clock))
+            self._clock_moved = False
         window = self.settings.dedup_window
         for key in sorted(self._touched):
             session = self.sessions.get(key)
@@ -119,14 +138,20 @@ class Engine:
         """Load sessions from changelog records, the latest value per key with
         tombstones removed (replacing the sessions it names); returns how many
         live sessions were loaded. Closed sessions are remembered as closed."""
-        sessions, closed = load_sessions(
+        restored = load_sessions(
             records,
             drop_poisoned=self.settings.poisoned == "drop",
             dedup_window=self.settings.dedup_window,
         )
-        self.sessions.update(sessions)
-        self.stats.closed_sessions.update(closed)
-        return len(sessions)
+        self.sessions.update(restored.sessions)
+        self.stats.closed_sessions.update(
+            {key: m.last_seq for key, m in restored.markers.items() if m.kind == "closed"}
+        )
+        self.lifetimes.restore(restored.clock, restored.markers)
+        for key, session in restored.sessions.items():
+            if session.newest_ts is not None:
+                self.lifetimes.watch(key, session.newest_ts)
+        return len(restored.sessions)
 
     def forget(self, keys: Iterable[SessionKey]) -> None:
         """Drop sessions from memory (their partition moved to another worker)."""
@@ -185,6 +210,23 @@ class Engine:
     def _process(self, event: InputEvent, raw: bytes, source: Source) -> list[OutputEvent]:
         key = (event.tenant, event.session_id)
         self._last_ts = event.ts
+        self._tick(event.ts, source.received)
+        ended = self.lifetimes.markers.get(key)
+        if ended is not None and ended.kind == "expired":
+            if event.seq <= ended.last_seq:
+                self.stats.duplicates += 1  # redelivered: processed before the expiry
+                return []
+            when = "" if ended.at is None else f" at {ended.at.isoformat()}"
+            detail = (
+                f"the session expired{when} (no event for "
+                f"{self.settings.idle_timeout}); start a new session id and report its "
+                "context again"
+            )
+            return [
+                self._reject(
+                    raw, source, RejectReason.SESSION_EXPIRED, detail, _identity(event), event.ts
+                )
+            ]
         closed_at = self.stats.closed_sessions.get(key)
         if closed_at is not None and event.seq <= closed_at:
             # Re-delivered after a restart (at-least-once): it was processed before
@@ -210,6 +252,7 @@ class Engine:
         if event.event_id in session.recent_set:
             self.stats.duplicates += 1
             return []
+        self._touch_newest(session, event.ts)
         if isinstance(event, SpanAdded) and event.span_id in session.spans:
             identity = _identity(event)
             self._advance_silently(identity)
@@ -252,11 +295,48 @@ class Engine:
         elif isinstance(event, SessionClosed):
             del self.sessions[key]
             self._touched.discard(key)
+            marker = Marker("closed", session.last_seq or 0, self.lifetimes.clock or event.ts)
             if self._track:
-                self._pending.extend(dump_closed(session, self.settings.dedup_window))
-            self.stats.closed_sessions[key] = session.last_seq or 0
+                self._pending.extend(dump_ended(session, marker, self.settings.dedup_window))
+            self.stats.closed_sessions[key] = marker.last_seq
             self.stats.sessions_closed += 1
+            self.lifetimes.mark(key, marker)
         return emission.outputs
+
+    # -- idle expiry (contract 1.2) --------------------------------------
+
+    def _tick(self, ts: datetime, received: datetime | None) -> None:
+        """Move the clock, expire the sessions it leaves idle, forget old markers."""
+        lifetimes = self.lifetimes
+        before = lifetimes.clock
+        lifetimes.advance(ts, received)
+        if lifetimes.clock == before:
+            return
+        self._clock_moved = True
+        for key, at in list(lifetimes.expired(self._newest)):
+            self._expire(key, at)
+        for key in list(lifetimes.forgotten()):
+            self.stats.closed_sessions.pop(key, None)
+            if self._track:
+                self._pending.append(forget_record(key))
+
+    def _newest(self, key: SessionKey) -> datetime | None:
+        session = self.sessions.get(key)
+        return None if session is None else session.newest_ts
+
+    def _touch_newest(self, session: SessionState, ts: datetime) -> None:
+        if session.newest_ts is None or ts > session.newest_ts:
+            session.newest_ts = ts
+            self.lifetimes.watch((session.tenant, session.session_id), ts)
+
+    def _expire(self, key: SessionKey, at: datetime) -> None:
+        session = self.sessions.pop(key)
+        self._touched.discard(key)
+        marker = Marker("expired", session.last_seq or 0, at)
+        self.lifetimes.mark(key, marker)
+        self.stats.sessions_expired += 1
+        if self._track:
+            self._pending.extend(dump_ended(session, marker, self.settings.dedup_window))
 
     # -- rules that need no module of their own -------------------------
 

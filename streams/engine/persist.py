@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 
+from streams.engine.expiry import Marker
 from streams.engine.referent_index import Mention
 from streams.engine.state import (
     BLOCK_SPANS,
@@ -84,10 +87,11 @@ def dump_changes(session: SessionState, dedup_window: int) -> Iterator[Record]:
     session.done_chunks.clear()
 
 
-def dump_closed(session: SessionState, dedup_window: int) -> Iterator[Record]:
-    """The closed marker of a session, and a tombstone for every other record it has."""
+def dump_ended(session: SessionState, marker: Marker, dedup_window: int) -> Iterator[Record]:
+    """The marker of a closed or expired session, and a tombstone for every other record
+    it has."""
     tenant, sid = session.tenant, session.session_id
-    yield record_key(tenant, sid, "h"), orjson.dumps({"closed": session.last_seq or 0})
+    yield record_key(tenant, sid, "h"), orjson.dumps(_marker_value(marker))
     if session.persisted_below > 0:
         for block in range((session.persisted_below - 1) // BLOCK_SPANS + 1):
             yield record_key(tenant, sid, "b", str(block)), None
@@ -95,6 +99,25 @@ def dump_closed(session: SessionState, dedup_window: int) -> Iterator[Record]:
         written = min(session.remembered // CHUNK_IDS, chunk_slots(dedup_window))
         for slot in range(written):
             yield record_key(tenant, sid, "d", str(slot)), None
+
+
+def _marker_value(marker: Marker) -> dict[str, Any]:
+    at = None if marker.at is None else marker.at.isoformat()
+    return {marker.kind: marker.last_seq, "at": at}
+
+
+def forget_record(key: tuple[str, str]) -> Record:
+    """The tombstone of a forgotten marker (its retention ran out)."""
+    return record_key(key[0], key[1], "h"), None
+
+
+CLOCK_KEY = record_key("", "", "c")
+"""The record of the partition's event-time clock (idle expiry)."""
+
+
+def clock_record(clock: datetime | None) -> Record:
+    """The partition's clock as a state record."""
+    return CLOCK_KEY, orjson.dumps({"clock": None if clock is None else clock.isoformat()})
 
 
 def _entries(session: SessionState, start: int, stop: int) -> list[list[Any]]:
@@ -123,6 +146,7 @@ def _header(session: SessionState) -> bytes:
             "accepted": session.accepted,
             "arrivals": session.arrivals,
             "freeze_streak": session.freeze_streak,
+            "newest_ts": None if session.newest_ts is None else session.newest_ts.isoformat(),
             "thrash": [session.thrash_streak, session.last_rewrite_turn],
             "remembered": session.remembered,
             "known_types": sorted(session.known_types),
@@ -238,30 +262,43 @@ def _load_entry(session: SessionState, span_id: str, data: list[Any]) -> None:
         session.by_arrival[span.arrival] = span_id
 
 
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a changelog holds: live sessions, the markers of ended ones, the clock."""
+
+    sessions: dict[tuple[str, str], SessionState]
+    markers: dict[tuple[str, str], Marker]
+    clock: datetime | None
+
+
 def load_sessions(
     records: Iterable[tuple[bytes, bytes]], drop_poisoned: bool, dedup_window: int
-) -> tuple[dict[tuple[str, str], SessionState], dict[tuple[str, str], int]]:
-    """Rebuild sessions (and the closed ones with their last ``seq``) from the latest
-    value of each of their records, in any order. Raises ``ValueError`` on a record
-    this version does not write."""
+) -> Restored:
+    """Rebuild sessions, the markers of closed and expired ones and the clock from the
+    latest value of each record, in any order. Raises ``ValueError`` on a record this
+    version does not write."""
     grouped: dict[tuple[str, str], list[tuple[str, str, Any]]] = defaultdict(list)
     headers: dict[tuple[str, str], dict[str, Any]] = {}
-    closed: dict[tuple[str, str], int] = {}
+    markers: dict[tuple[str, str], Marker] = {}
+    clock: datetime | None = None
     for key, value in records:
         tenant, sid, kind, name = orjson.loads(key)
         data = orjson.loads(value)
         if kind == "h":
-            if "closed" in data:
-                closed[(tenant, sid)] = data["closed"]
+            ended = _marker_of(data)
+            if ended is not None:
+                markers[(tenant, sid)] = ended
             else:
                 headers[(tenant, sid)] = data
         elif kind in ("b", "d"):
             grouped[(tenant, sid)].append((kind, name, data))
+        elif kind == "c":
+            clock = None if data["clock"] is None else datetime.fromisoformat(data["clock"])
         else:
             raise ValueError(f"unknown state record kind {kind!r} (key {key!r})")
     sessions: dict[tuple[str, str], SessionState] = {}
     for name, header in headers.items():
-        if name in closed:
+        if name in markers:
             continue
         session = SessionState(tenant=name[0], session_id=name[1])
         _load_header(session, header)
@@ -279,7 +316,17 @@ def load_sessions(
             session.poisoned_pending = {s.span_id for s in session.spans.values() if s.poisoned}
         session.reindex()
         sessions[name] = session
-    return sessions, closed
+    return Restored(sessions, markers, clock)
+
+
+def _marker_of(data: dict[str, Any]) -> Marker | None:
+    """The marker a header record holds, if it is one (a closed marker written before
+    1.2 has no time: it is kept for good, as it was)."""
+    for kind in ("closed", "expired"):
+        if kind in data:
+            at = data.get("at")
+            return Marker(kind, data[kind], None if at is None else datetime.fromisoformat(at))
+    return None
 
 
 def _load_window(session: SessionState, chunks: dict[int, list[str]], window: int) -> None:
@@ -304,6 +351,8 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     session.accepted = data["accepted"]
     session.arrivals = data["arrivals"]
     session.freeze_streak = data["freeze_streak"]
+    newest = data.get("newest_ts")
+    session.newest_ts = None if newest is None else datetime.fromisoformat(newest)
     session.thrash_streak, session.last_rewrite_turn = data.get("thrash", (0, None))
     session.remembered = data["remembered"]
     session.known_types = set(data["known_types"])

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sortedcontainers import SortedList
 
@@ -181,6 +182,8 @@ class SessionState:
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
     protected: set[str] = field(default_factory=set)
     """Live protected spans."""
+    newest_ts: datetime | None = None
+    """The ``ts`` of the newest event processed (idle expiry, contract 1.2)."""
     thrash_streak: int = 0
     """Thin rewrites in a row, each close to the one before (``COMPACTION_THRASHING``)."""
     last_rewrite_turn: int | None = None

@@ -133,14 +133,16 @@ def test_changes_are_proportional_to_what_changed() -> None:
             s.add(f"new{i}", "one more turn")
             engine.process_raw(s.lines()[-1], Source("t", 0, size + i))
             drained = engine.drain_changes()
-            # The header; now and then the tail's block(s) (two at a boundary) and a chunk.
-            assert 1 <= len(drained) <= 4
+            # The header and the clock; now and then the tail's block(s) (two at a
+            # boundary) and a chunk.
+            assert 1 <= len(drained) <= 5
             records += len(drained)
             size_bytes += sum(len(k) + len(v or b"") for k, v in drained)
         figures[size] = (records, size_bytes)
     assert figures[100][0] == figures[10_000][0]
     assert figures[10_000][1] <= 1.1 * figures[100][1]
-    assert figures[100][0] / 64 < 1.5
+    # Per drain: the header, the clock (contract 1.2's idle expiry), now and then more.
+    assert figures[100][0] / 64 < 2.5
 
 
 def test_a_score_rewrites_only_the_block_of_its_span() -> None:
@@ -149,7 +151,11 @@ def test_a_score_rewrites_only_the_block_of_its_span() -> None:
     s.score(("a500", 0.3))
     engine.process_raw(s.lines()[-1], Source("t", 0, 1_000))
     keys = [orjson.loads(k) for k, _ in engine.drain_changes()]
-    assert keys == [["acme", "s1000", "h", ""], ["acme", "s1000", "b", str(501 // 8)]]
+    assert keys == [
+        ["", "", "c", ""],  # the partition's clock (idle expiry)
+        ["acme", "s1000", "h", ""],
+        ["acme", "s1000", "b", str(501 // 8)],
+    ]
 
 
 def test_closing_deletes_exactly_the_records_that_exist() -> None:
@@ -167,9 +173,14 @@ def test_closing_deletes_exactly_the_records_that_exist() -> None:
     engine.process_raw(lines[-1], Source("t", 0, len(lines)))
     closing = engine.drain_changes()
     deleted = {k for k, v in closing if v is None}
-    assert deleted == live_keys - {orjson.dumps(["acme", "s1", "h", ""])}
+    clock = orjson.dumps(["", "", "c", ""])
+    assert deleted == live_keys - {orjson.dumps(["acme", "s1", "h", ""]), clock}
     log.apply(closing)
-    assert list(log.values()) == [orjson.dumps({"closed": 100})]
+    assert orjson.loads(log[orjson.dumps(["acme", "s1", "h", ""])]) == {
+        "closed": 100,
+        "at": "2026-11-30T09:01:40+00:00",  # the clock at the close
+    }
+    assert set(log) == {orjson.dumps(["acme", "s1", "h", ""]), clock}
 
 
 def run_cadenced(lines: list[bytes], cadence: int, cuts: set[int]) -> list[bytes]:

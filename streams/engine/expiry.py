@@ -1,0 +1,105 @@
+"""Idle expiry (contract 1.2): the event-time clock of one input partition, the
+sessions it expires, and how long the markers of ended sessions are kept.
+
+Most sessions never send ``session.closed``. The engine of a partition keeps a
+clock, the newest ``ts`` of any schema-valid event it processed (never moving
+back; on Kafka never past the record's broker timestamp + ``max_clock_skew``, so
+one wild ``ts`` cannot expire a partition). Every session whose newest ``ts`` +
+``idle_timeout`` is strictly behind the clock is expired at that moment, the event's
+own session included; its state is deleted as by a close and a marker remembers it
+(later new events are rejected ``SESSION_EXPIRED``). Markers of closed and expired
+sessions are forgotten ``tombstone_retention`` after the close or the expiry, by the
+same clock.
+
+Both lists are heaps keyed by the moment something becomes due, so an event costs
+O(log n) plus what actually expires; an entry that is no longer current (the
+session had a newer event) is skipped when it surfaces.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+SessionKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """An ended session: how it ended, the last ``seq`` it had accepted (a redelivered
+    event at or below it is a duplicate), and when (the close, by the clock; the
+    expiry, newest ``ts`` + ``idle_timeout``)."""
+
+    kind: Literal["closed", "expired"]
+    last_seq: int
+    at: datetime | None
+    """None for a marker restored from before 1.2: kept for good."""
+
+
+class Lifetimes:
+    """The clock, the idle sessions it expires and the markers it forgets."""
+
+    __slots__ = ("_due", "_forget", "clock", "idle", "markers", "retention", "skew")
+
+    def __init__(self, idle: timedelta, retention: timedelta, skew: timedelta) -> None:
+        self.idle = idle
+        self.retention = retention
+        self.skew = skew
+        self.clock: datetime | None = None
+        self.markers: dict[SessionKey, Marker] = {}
+        self._due: list[tuple[datetime, SessionKey]] = []
+        self._forget: list[tuple[datetime, SessionKey]] = []
+
+    def advance(self, ts: datetime, received: datetime | None) -> None:
+        """Move the clock to an event's ``ts`` (never back; with a broker timestamp,
+        never past it + the allowed skew)."""
+        if received is not None and ts > received + self.skew:
+            ts = received + self.skew
+        if self.clock is None or ts > self.clock:
+            self.clock = ts
+
+    def watch(self, key: SessionKey, newest: datetime) -> None:
+        """A session's newest ``ts`` is ``newest``: it expires ``idle_timeout`` later."""
+        if self.idle:
+            heapq.heappush(self._due, (newest + self.idle, key))
+
+    def expired(
+        self, newest_of: Callable[[SessionKey], datetime | None]
+    ) -> Iterator[tuple[SessionKey, datetime]]:
+        """The sessions now expired and their expiry time, taking them off the watch:
+        ``newest_of`` gives a live session's newest ``ts`` (an entry that no longer
+        matches it is stale and skipped)."""
+        clock = self.clock
+        due = self._due
+        while due and clock is not None and due[0][0] < clock:
+            at, key = heapq.heappop(due)
+            newest = newest_of(key)
+            if newest is not None and newest + self.idle == at:
+                yield key, at
+
+    def mark(self, key: SessionKey, marker: Marker) -> None:
+        """Remember an ended session (and when to forget it)."""
+        self.markers[key] = marker
+        if self.retention and marker.at is not None:
+            heapq.heappush(self._forget, (marker.at + self.retention, key))
+
+    def forgotten(self) -> Iterator[SessionKey]:
+        """The markers whose retention has run out, taken off the book."""
+        clock = self.clock
+        forget = self._forget
+        while forget and clock is not None and forget[0][0] < clock:
+            at, key = heapq.heappop(forget)
+            marker = self.markers.get(key)
+            if marker is not None and marker.at is not None and marker.at + self.retention == at:
+                del self.markers[key]
+                yield key
+
+    def restore(self, clock: datetime | None, markers: dict[SessionKey, Marker]) -> None:
+        """Take back a restored clock and markers (sessions are watched by the caller)."""
+        if clock is not None and (self.clock is None or clock > self.clock):
+            self.clock = clock
+        for key, marker in markers.items():
+            self.mark(key, marker)

@@ -4,7 +4,8 @@
 ``kafka_bootstrap`` is ``$KAFKA_BOOTSTRAP`` when that is set (a broker someone else runs),
 else the address of a broker this session starts itself, on first use: a
 :class:`LocalBroker` in a temporary directory on free ports, sharing the jars in
-``<project>/.kafka/lib`` (fetched from the checked-in lock if missing), stopped when the session ends.
+``<project>/.kafka/lib`` (fetched from the checked-in lock if missing), stopped when the
+session ends.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from schemas import OUTPUT_SUFFIXES
 from schemas.codec import encode_output
 from streams.app.processes import WorkerProcess, spawn_worker
 from streams.engine.engine import Engine, Source
-from streams.kafka_io.traces import OutputReader, produce_lines
+from streams.kafka_io.traces import OutputReader, line_partition, produce_lines
 from streams.runtime.testing import output_identity
 
 Done = Callable[[list[bytes]], bool]
@@ -193,11 +193,15 @@ def identities(records: list[bytes]) -> Counter[str]:
     return Counter(identity(r) for r in records)
 
 
-def replay_outputs(lines: list[bytes]) -> list[bytes]:
-    """What ``spanguard replay`` outputs for ``lines``, as bytes on the wire."""
-    engine = Engine()
-    return [
-        encode_output(o)
-        for i, line in enumerate(lines)
-        for o in engine.process_raw(line, Source("replay", -1, i))
-    ]
+def replay_outputs(lines: list[bytes], partitions: int = 0) -> list[bytes]:
+    """What ``spanguard replay [--partitions N]`` outputs for ``lines``, as bytes on the
+    wire (with ``partitions``, one engine and one expiry clock per input partition)."""
+    engines: dict[int, Engine] = {}
+    outputs: list[bytes] = []
+    for i, line in enumerate(lines):
+        partition = line_partition(line, partitions) if partitions else -1
+        engine = engines.setdefault(partition, Engine())
+        outputs.extend(
+            encode_output(o) for o in engine.process_raw(line, Source("replay", partition, i))
+        )
+    return outputs

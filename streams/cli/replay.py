@@ -16,6 +16,7 @@ from schemas import Severity
 from schemas.codec import encode_output
 from streams.cli.summary import OutputSummary
 from streams.engine.engine import Engine, Source
+from streams.kafka_io.traces import line_partition
 from streams.settings import load_settings
 
 
@@ -45,12 +46,26 @@ def replay(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="no progress bar, no summary")
     ] = False,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            "--partitions",
+            min=0,
+            help=(
+                "place sessions on this many partitions with Kafka's murmur2 partitioner, "
+                "one engine and one idle-expiry clock each, as a worker fleet would "
+                "(0: one engine for the whole trace)"
+            ),
+        ),
+    ] = 0,
 ) -> None:
     """Run the integrity engine over a recorded trace (one input event per line).
 
     Every output event is written as one JSON object per line, in the order
     produced; a line that is not a valid event becomes an ``event.rejected``
-    and processing goes on. Blank lines are skipped.
+    and processing goes on. Blank lines are skipped. With ``--partitions N`` the
+    outputs equal those of workers on an input topic of N partitions (idle expiry
+    keeps one clock per partition; a line with no readable session goes to 0).
     """
     err = Console(stderr=True)
     try:
@@ -58,7 +73,7 @@ def replay(
     except ValueError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
-    engine = Engine(settings.engine)
+    engines = [Engine(settings.engine) for _ in range(max(partitions, 1))]
     summary = OutputSummary()
     topic = "stdin" if input_path == "-" else Path(input_path).name
     with ExitStack() as stack:
@@ -91,7 +106,9 @@ def replay(
             if not line:
                 continue
             summary.inputs += 1
-            for event in engine.process_raw(line, Source(topic, -1, index)):
+            partition = line_partition(line, partitions) if partitions > 0 else -1
+            engine = engines[max(partition, 0)]
+            for event in engine.process_raw(line, Source(topic, partition, index)):
                 summary.add(event)
                 sink.write(encode_output(event))
                 sink.write(b"\n")

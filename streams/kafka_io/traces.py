@@ -24,6 +24,14 @@ def bootstrap_servers(broker: str) -> str:
     return ",".join(p.split("://", 1)[-1] for p in parts)
 
 
+def line_partition(raw: bytes, partitions: int) -> int:
+    """The input partition a line lands on when produced keyed by its session (Kafka's
+    murmur2 partitioner; a line with no readable session goes to 0, as replay reads
+    the contract for a record with no key)."""
+    key = session_key(raw)
+    return 0 if key is None else partition_for(key, partitions)
+
+
 def session_key(raw: bytes) -> bytes | None:
     """The Kafka key of an input line: its ``session_id`` (UTF-8), or None when it has none.
 

@@ -8,7 +8,7 @@ import time
 
 import orjson
 
-from tests.kafka.traces import scenario_traces
+from tests.kafka.traces import expiring_traces, scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs
 
 GARBAGE = [
@@ -142,3 +142,25 @@ def test_worker_processes_share_the_partitions(pipeline: Pipeline) -> None:
     assert len(pids) == 2, "both processes took partitions"
     supervisor.stop(timeout=30)
     assert supervisor.process.returncode == 0, supervisor.log_text()[-2000:]
+
+
+def test_idle_expiry_on_kafka_equals_replay_with_its_partitions(pipeline: Pipeline) -> None:
+    # Contract 1.2: each input partition keeps its own event-time clock, so the worker's
+    # outputs are those of `spanguard replay --partitions 4` (the topic's partitions).
+    lines = expiring_traces()
+    expected = replay_outputs(lines, partitions=4)
+    assert sum(b"SESSION_EXPIRED" in record for record in expected) >= 5
+    pipeline.start_worker("x").wait_ready()
+    pipeline.produce(lines)
+    got = pipeline.read_until(has_ids(set(identities(expected))))
+    assert identities(got) == identities(expected)
+
+    def comparable(record: bytes) -> bytes | tuple[str, str, str]:
+        # A dead letter says where it came from (topic, offset): replay's file, the
+        # worker's topic; what it says of the event is the same.
+        data = orjson.loads(record)
+        if data["type"] != "event.rejected":
+            return record
+        return (data["reason"], data["detail"], data["raw"])
+
+    assert sorted(map(comparable, got), key=repr) == sorted(map(comparable, expected), key=repr)

@@ -42,3 +42,22 @@ def _random_action_lists() -> Iterator[list[tuple]]:  # type: ignore[type-arg]
 
     collect()
     return iter(found)
+
+
+def expiring_traces(sessions: int = 16) -> list[bytes]:
+    """Sessions spread over three days of event time, on every partition: most go quiet
+    for more than a day and come back (expired), some stay busy (contract 1.2)."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    scripts = {i: SessionScript(session_id=f"idle-{i:02d}") for i in range(sessions)}
+    lines: list[bytes] = []
+    for hour in range(0, 72, 4):
+        for i, script in scripts.items():
+            quiet = i % 3 == 0 and 8 <= hour < 40  # a third of them: 32 h without events
+            if quiet or (i % 2 and hour % 8):
+                continue
+            event = script.add(f"h{hour}", f"turn at hour {hour}")
+            event["ts"] = (start + timedelta(hours=hour, minutes=i)).isoformat()
+            lines.append(script.lines()[-1])
+    return lines

@@ -121,6 +121,7 @@ class EngineFigures:
     cycles_healthy: int
     live_sessions: int
     sessions_closed: int
+    sessions_expired: int = 0
 
 
 class _EngineCollector(Collector):
@@ -162,6 +163,11 @@ class _EngineCollector(Collector):
                 "Sessions closed by session.closed",
                 value=figures.sessions_closed,
             ),
+            CounterMetricFamily(
+                "spanguard_sessions_expired",
+                "Sessions expired after idle_timeout without events (contract 1.2)",
+                value=figures.sessions_expired,
+            ),
         ]
 
 
@@ -178,6 +184,7 @@ def engine_figures(engines: Callable[[], Iterable[Engine]]) -> Callable[[], Engi
             cycles_healthy=sum(s.cycles_healthy for s in stats),
             live_sessions=sum(len(e.sessions) for e in owned),
             sessions_closed=sum(s.sessions_closed for s in stats),
+            sessions_expired=sum(s.sessions_expired for s in stats),
         )
 
     return read

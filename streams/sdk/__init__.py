@@ -6,7 +6,7 @@ nor ``rocksdict``). Start with :class:`SpanguardClient` (async) or
 ``streams.sdk.adapters`` and import their framework only there. See docs/sdk.md.
 """
 
-from streams.sdk.client import DEFAULT_TIMEOUT, RewriteReport, Session, SpanguardClient
+from streams.sdk.client import DEFAULT_TIMEOUT, Renewal, RewriteReport, Session, SpanguardClient
 from streams.sdk.compaction import (
     DEFAULT_VETO,
     CompactionGuard,
@@ -42,6 +42,7 @@ __all__ = [
     "Pin",
     "Protect",
     "ProtectRule",
+    "Renewal",
     "RewriteDiff",
     "RewriteReport",
     "Session",

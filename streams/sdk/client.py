@@ -29,10 +29,15 @@ from typing import Self, Unpack
 
 from schemas import (
     ContextCompacted,
+    EventRejected,
     EvictionDecided,
     InputEvent,
     IntegrityFault,
     OutputEvent,
+    RejectReason,
+    ScoresComputed,
+    SessionClosed,
+    SpanAdded,
 )
 from streams.engine.config import EngineSettings
 from streams.engine.engine import Engine, Source
@@ -206,6 +211,22 @@ class RewriteReport:
     compaction: ContextCompacted | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """The session continued under a new id because its old one expired (contract 1.2's
+    idle expiry): the event ``refused_event_id`` was rejected ``reason`` (the rejection's
+    ``detail`` says when it expired); the live context was reported again under
+    ``new_session_id`` (``spans_reported`` spans, with their known scores) and the
+    event re-sent there."""
+
+    old_session_id: str
+    new_session_id: str
+    reason: str
+    detail: str
+    refused_event_id: str
+    spans_reported: int
+
+
 @dataclass(slots=True)
 class Session:
     """One agent session: tell it what enters and leaves the context; ask before evicting."""
@@ -217,6 +238,9 @@ class Session:
     """Events that could not be produced (the broker was down); see docs/sdk.md."""
     disagreements: list[tuple[str, str]] = field(default_factory=list)
     """(request id, what differed) where the local mirror decided otherwise than the worker."""
+    renewals: list[Renewal] = field(default_factory=list)
+    """Each time the session's id expired and it continued under a new one (see
+    docs/sdk.md, "Idle expiry": ``<first id>~2``, ``~3``...), oldest first."""
     _turn_mark: int | None = field(default=None, repr=False)
     """The tracker's ``next_seq`` at the last :meth:`advance_turn`."""
 
@@ -255,7 +279,7 @@ class Session:
 
     async def add(self, message: Message) -> list[IntegrityFault]:
         """Report one message entering the context; returns the faults it caused locally."""
-        return _faults(await self._send(self.tracker.added(message)))
+        return _faults((await self._send(self.tracker.added(message)))[1])
 
     async def observe(self, messages: Iterable[Message]) -> list[IntegrityFault]:
         """Report every message of ``messages`` that is not tracked yet, in order.
@@ -273,7 +297,7 @@ class Session:
         self, scores: Mapping[str, float], *, scorer: str, query: str | None = None
     ) -> list[IntegrityFault]:
         """Report one scoring pass (span id -> relevance), bound to the current texts."""
-        return _faults(await self._send(self.tracker.scored(scores, scorer, query)))
+        return _faults((await self._send(self.tracker.scored(scores, scorer, query)))[1])
 
     def check_rewrite(
         self, messages: Sequence[Message], *, invalidate_scores: bool | Iterable[str] = True
@@ -339,12 +363,12 @@ class Session:
             trigger=trigger,
         )
         errors = self.send_errors
-        outputs = await self._send(event)
+        sent, outputs = await self._send(event)
         self.tracker.commit_rewrite(messages, diff)
-        sent = self.send_errors == errors
-        note = "" if sent else "not sent: the broker is unavailable (see send_errors)"
+        acked = self.send_errors == errors
+        note = "" if acked else "not sent: the broker is unavailable (see send_errors)"
         compaction = next((o for o in outputs if isinstance(o, ContextCompacted)), None)
-        return RewriteReport(diff, tuple(_faults(outputs)), event.event_id, sent, note, compaction)
+        return RewriteReport(diff, tuple(_faults(outputs)), sent.event_id, acked, note, compaction)
 
     async def request_eviction(
         self,
@@ -364,8 +388,11 @@ class Session:
         """
         event = self.tracker.eviction(candidates, **options)
         wanted = tuple(event.candidates or ())
-        local = self._process_locally(event)
+        events, local = self._local(event)  # the request keeps its id if re-sent
         link = self.client.link
+        if link is not None:
+            for earlier in events[:-1]:  # the refused request and the context reported again
+                await self._produce(link, earlier, wait=False)
         if link is None:
             if not self.client.is_offline:
                 decision = Decision.safe_default(
@@ -374,18 +401,21 @@ class Session:
             else:
                 decision = _decision_from(event.request_id, wanted, local)
         else:
-            decision = await self._remote_decision(link, event, wanted, timeout)
+            decision = await self._remote_decision(link, events[-1], wanted, timeout)
             self._compare(decision, local)
         decision = self._keep_whole(decision)
         self.tracker.evicted(decision.evict)
         return decision
 
     async def close(self) -> None:
-        """Report ``session.closed`` and stop tracking the session."""
+        """Report ``session.closed`` and stop tracking the session (under its every id)."""
         await self._send(self.tracker.closed(), wait=True)
-        if self.client.link is not None:
-            self.client.link.unregister(self.inbox)
-        self.client.sessions.pop(self.inbox.key, None)
+        link = self.client.link
+        for key in self._keys():
+            if link is not None and link.inboxes.get(key) is self.inbox:
+                del link.inboxes[key]
+            if self.client.sessions.get(key) is self:
+                del self.client.sessions[key]
 
     # -- plumbing --------------------------------------------------------------
 
@@ -399,18 +429,93 @@ class Session:
                 self.inbox.deliver(output)
         return outputs
 
-    async def _send(self, event: InputEvent, *, wait: bool = False) -> list[OutputEvent]:
-        # A harness must not fail because its guard is down: a send that fails is
-        # counted and logged; the next eviction request then gets the safe default.
-        outputs = self._process_locally(event)
+    async def _send(
+        self, event: InputEvent, *, wait: bool = False
+    ) -> tuple[InputEvent, list[OutputEvent]]:
+        """Process ``event`` locally (renewing the session if its id expired) and produce
+        what was processed; returns the event as finally sent and its local outputs."""
+        events, outputs = self._local(event)
         link = self.client.link
         if link is not None:
-            try:
-                await asyncio.wait_for(link.send(event, wait=wait), self.client.connect_timeout)
-            except (SpanguardUnavailable, TimeoutError) as exc:
-                self.send_errors += 1
-                log.warning("spanguard: %s not sent: %s", event.type, exc)
-        return outputs
+            for index, each in enumerate(events):
+                await self._produce(link, each, wait=wait and index == len(events) - 1)
+        return events[-1], outputs
+
+    async def _produce(self, link: KafkaLink, event: InputEvent, *, wait: bool) -> None:
+        # A harness must not fail because its guard is down: a send that fails is
+        # counted and logged; the next eviction request then gets the safe default.
+        try:
+            await asyncio.wait_for(link.send(event, wait=wait), self.client.connect_timeout)
+        except (SpanguardUnavailable, TimeoutError) as exc:
+            self.send_errors += 1
+            log.warning("spanguard: %s not sent: %s", event.type, exc)
+
+    def _local(self, event: InputEvent) -> tuple[list[InputEvent], list[OutputEvent]]:
+        """Process ``event`` on the local engine. When it is rejected ``SESSION_EXPIRED``
+        (the local engine expires exactly as the service, given the same event times), the
+        session is renewed once (:meth:`_renew`) and the event re-sent under the new id.
+        Returns every event processed, in order (the refused one first: the service gets
+        it too and refuses it alike), and the outputs of the last."""
+        outputs = self._process_locally(event)
+        refusal = _expiry(event, outputs)
+        if refusal is None or isinstance(event, SessionClosed):
+            return [event], outputs  # closing an expired session: it is over already
+        events = [event, *self._renew(event, refusal)]
+        for each in events[1:-1]:
+            self._process_locally(each)
+        return events, self._process_locally(events[-1])
+
+    def _renew(self, event: InputEvent, refusal: EventRejected) -> list[InputEvent]:
+        """Continue under a new session id: the live context reported again, then
+        ``event`` under the new id. Once per refusal: nothing here checks or renews again."""
+        old = self.session_id
+        new = self._next_id()
+        skip_span = event.span_id if isinstance(event, SpanAdded) else None
+        skip_scores = (
+            {s.score_id for s in event.scores} if isinstance(event, ScoresComputed) else set()
+        )
+        self.tracker.renew(new)
+        reports = self.tracker.rereport(skip_span=skip_span, skip_scores=skip_scores)
+        resent = self.tracker.reenvelope(event)
+        self.inbox.session_id = new
+        key = self.inbox.key
+        self.client.sessions[key] = self  # the old key stays: session(old id) finds it
+        if self.client.link is not None:
+            self.client.link.register(self.inbox)  # the old id's outputs keep coming here
+        spans = sum(isinstance(e, SpanAdded) for e in reports)
+        self.renewals.append(
+            Renewal(old, new, str(refusal.reason), refusal.detail, event.event_id, spans)
+        )
+        log.warning(
+            "spanguard: session %r expired (%s); continuing as %r: %d live messages "
+            "reported again, then its %s",
+            old,
+            refusal.detail,
+            new,
+            spans,
+            event.type,
+        )
+        return [*reports, resent]
+
+    def _next_id(self) -> str:
+        """``<first id>~<n>`` (n = 2, 3... one per renewal), unused by the client and
+        within the contract's 256 characters."""
+        first = self.renewals[0].old_session_id if self.renewals else self.session_id
+        generation = len(self.renewals) + 2
+        while True:
+            suffix = f"~{generation}"
+            candidate = first[: _SESSION_ID_MAX - len(suffix)] + suffix
+            if (self.tracker.tenant, candidate) not in self.client.sessions:
+                return candidate
+            generation += 1
+
+    def _keys(self) -> list[tuple[str, str]]:
+        """(tenant, id) of every id this session has had."""
+        tenant = self.tracker.tenant
+        return [
+            *((tenant, r.old_session_id) for r in self.renewals),
+            (tenant, self.session_id),
+        ]
 
     async def _remote_decision(
         self,
@@ -494,6 +599,22 @@ class _Deadline:
 
     def left(self) -> float:
         return max(0.0, self._end - time.monotonic())
+
+
+_SESSION_ID_MAX = 256
+"""The contract's longest ``session_id``."""
+
+
+def _expiry(event: InputEvent, outputs: Iterable[OutputEvent]) -> EventRejected | None:
+    """The rejection of ``event`` as ``SESSION_EXPIRED`` among ``outputs``, if any."""
+    for output in outputs:
+        if (
+            isinstance(output, EventRejected)
+            and output.reason is RejectReason.SESSION_EXPIRED
+            and output.caused_by == event.event_id
+        ):
+            return output
+    return None
 
 
 def _faults(outputs: Iterable[OutputEvent]) -> list[IntegrityFault]:

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar, Unpack
 
 from schemas import IntegrityFault
-from streams.sdk.client import RewriteReport, Session, SpanguardClient
+from streams.sdk.client import Renewal, RewriteReport, Session, SpanguardClient
 from streams.sdk.decision import Decision
 from streams.sdk.messages import Message, Protect
 from streams.sdk.tracker import EvictionOptions
@@ -61,6 +61,11 @@ class SyncSession:
     def live(self) -> list[str]:
         """Live span ids in context order."""
         return self.session.live
+
+    @property
+    def renewals(self) -> list[Renewal]:
+        """See :attr:`Session.renewals`."""
+        return self.session.renewals
 
     def faults(self) -> list[IntegrityFault]:
         """Faults received so far."""

@@ -18,7 +18,7 @@ rules as the engine's ``PROTECTED_SPAN_REWRITTEN`` and ``TOOL_PAIR_SPLIT``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypedDict, Unpack
@@ -28,6 +28,7 @@ from schemas import (
     EvictionPolicy,
     EvictionRequested,
     FaultKind,
+    InputEvent,
     MentionIn,
     Referent,
     ScoreIn,
@@ -91,6 +92,24 @@ class TrackedSpan:
     tool_call_ids: tuple[str, ...] = ()
     tool_call_id: str | None = None
     protected: bool = False
+    introduces: tuple[Referent, ...] = ()
+    """The referents its last report sent (its ``span.added``, or the rewrite that
+    created or modified it), to report it again after a renewal."""
+    mentions: tuple[MentionIn, ...] = ()
+    text: str | None = None
+    """Its text, kept only with ``send_text`` (the text is on the wire anyway)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownScore:
+    """The latest score reported for a live span's current text (to report it again
+    after a renewal)."""
+
+    score_id: str
+    scorer: str
+    value: float
+    text_sha256: str
+    query_sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +193,16 @@ class SpanTracker:
     """The session's name book, as the built-in extractor keeps it (raw: client side)."""
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)
     """span id -> (score id, hash scored) of the latest score reported for its current text."""
+    scores: dict[str, KnownScore] = field(default_factory=dict)
+    """span id -> that latest score in full (what :meth:`rereport` sends again)."""
     seen_user: bool = False
     """A user message was added already (the next one is not the first)."""
     _next_position: int = 0
+    _renewed: tuple[int, int | None] | None = None
+    """After :meth:`renew`: (first ``seq`` of the current session id, ``seq`` of the last
+    event that reported the context again, or None when there was nothing to report)."""
+    _created: dict[str, SnapshotEntry] = field(default_factory=dict)
+    """The entries with content of the last :meth:`rewritten` (for :meth:`commit_rewrite`)."""
     _uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _counter: int = 0
 
@@ -292,6 +318,9 @@ class SpanTracker:
             calls,
             message.tool_call_id,
             protected,
+            tuple(referents.introduces or ()),
+            tuple(referents.mentions or ()),
+            message.text if self.send_text else None,
         )
         return event
 
@@ -321,6 +350,7 @@ class SpanTracker:
                 )
             )
             self.bound[span_id] = (score_id, span.sha256)
+            self.scores[span_id] = KnownScore(score_id, scorer, value, span.sha256, query_sha)
         return ScoresComputed.model_validate(
             {**self._envelope("scores.computed"), "scorer": scorer, "scores": items}
         )
@@ -346,7 +376,8 @@ class SpanTracker:
         :meth:`commit_rewrite`).
         """
         diff, entries = self._diff(messages, invalidate_scores)
-        base = base_seq if base_seq is not None else self.last_seq
+        self._created = {e.span_id: e for e in entries if e.introduces or e.mentions}
+        base = self.rebase(base_seq if base_seq is not None else self.last_seq)
         event = ContextRewritten.model_validate(
             {
                 **self._envelope("context.rewritten"),
@@ -365,11 +396,11 @@ class SpanTracker:
         self, messages: Sequence[Message], *, invalidate_scores: bool | Iterable[str] = True
     ) -> tuple[ContextRewritten, RewriteDiff]:
         """The event :meth:`rewritten` would build, without using up a ``seq`` or an id."""
-        saved = (self.next_seq, self._counter, set(self.known_types))
+        saved = (self.next_seq, self._counter, set(self.known_types), self._created)
         try:
             return self.rewritten(messages, invalidate_scores=invalidate_scores)
         finally:
-            self.next_seq, self._counter, self.known_types = saved
+            self.next_seq, self._counter, self.known_types, self._created = saved
 
     def commit_rewrite(self, messages: Sequence[Message], diff: RewriteDiff) -> None:
         """Make ``messages`` the live context after :meth:`rewritten`'s event was sent."""
@@ -381,8 +412,16 @@ class SpanTracker:
             if before is not None and before.sha256 == sha:
                 self.live[message.id] = before
                 continue
+            entry = self._created.get(message.id)
             span = TrackedSpan(
-                message.id, sha, self.tokens_of(message), message.role, message.derived_from
+                message.id,
+                sha,
+                self.tokens_of(message),
+                message.role,
+                message.derived_from,
+                introduces=tuple(entry.introduces or ()) if entry is not None else (),
+                mentions=tuple(entry.mentions or ()) if entry is not None else (),
+                text=message.text if self.send_text else None,
             )
             if before is not None:  # modified: the span id keeps what span.added said
                 span.tool_call_ids = before.tool_call_ids
@@ -391,6 +430,8 @@ class SpanTracker:
             self.live[message.id] = span
         for span_id in (*diff.modified, *diff.merged, *diff.removed):
             self.bound.pop(span_id, None)
+            self.scores.pop(span_id, None)
+        self._created = {}
         self._next_position = max(self._next_position, len(messages))
 
     def eviction(
@@ -427,6 +468,7 @@ class SpanTracker:
         for span_id in span_ids:
             self.live.pop(span_id, None)
             self.bound.pop(span_id, None)
+            self.scores.pop(span_id, None)
 
     # -- tool pairs and protection ------------------------------------------------
 
@@ -512,6 +554,104 @@ class SpanTracker:
             )
             found.append(Violation(FaultKind.TOOL_PAIR_SPLIT, live, detail, call_id))
         return found
+
+    # -- renewal (contract 1.2's idle expiry) -----------------------------------
+
+    def renew(self, session_id: str) -> None:
+        """Continue under ``session_id`` (the old id expired): ``seq`` goes on from where
+        it was (a session's first event may have any ``seq``), so event ids stay unique
+        and a ``base_seq`` of the old id can be told from one of the new (:meth:`rebase`).
+        Follow with :meth:`rereport`."""
+        self.session_id = session_id
+        self._next_position = 0
+        self._renewed = (self.next_seq, None)
+
+    def rereport(
+        self, *, skip_span: str | None = None, skip_scores: Collection[str] = ()
+    ) -> list[InputEvent]:
+        """The events that report the live context again under the current id: a
+        ``span.added`` per live span in context order (its hash, tokens, role, referents,
+        tool calls and protection as last reported; the text only with ``send_text``;
+        ``derived_from`` only for parents reported before it), then a ``scores.computed``
+        per scorer with the spans' latest scores (same score ids). ``skip_span`` /
+        ``skip_scores``: what the refused event itself reports (it is re-sent after)."""
+        events: list[InputEvent] = []
+        reported: set[str] = set()
+        for span in self.live.values():
+            if span.span_id == skip_span:
+                continue
+            parents = [p for p in span.derived_from if p in reported]
+            events.append(
+                SpanAdded.model_validate(
+                    {
+                        **self._envelope("span.added"),
+                        "span_id": span.span_id,
+                        "position": self._next_position,
+                        "tokens": span.tokens,
+                        "role": span.role,
+                        "text": span.text if self.send_text else None,
+                        "text_sha256": span.sha256,
+                        "derived_from": parents or None,
+                        "introduces": list(span.introduces) or None,
+                        "mentions": list(span.mentions) or None,
+                        "tool_call_ids": list(span.tool_call_ids) or None,
+                        "tool_call_id": span.tool_call_id,
+                        "protected": span.protected,
+                    }
+                )
+            )
+            self._next_position += 1
+            reported.add(span.span_id)
+        by_scorer: dict[str, list[ScoreIn]] = {}
+        for span_id, known in self.scores.items():
+            scored = self.live.get(span_id)
+            if scored is None or span_id not in reported or known.score_id in skip_scores:
+                continue
+            if known.text_sha256 != scored.sha256:
+                continue  # bound to a text the span no longer has
+            by_scorer.setdefault(known.scorer, []).append(
+                ScoreIn(
+                    score_id=known.score_id,
+                    span_id=span_id,
+                    score=known.value,
+                    text_sha256=known.text_sha256,
+                    query_sha256=known.query_sha256,
+                )
+            )
+        for scorer, items in by_scorer.items():
+            events.append(
+                ScoresComputed.model_validate(
+                    {**self._envelope("scores.computed"), "scorer": scorer, "scores": items}
+                )
+            )
+        if self._renewed is not None:
+            self._renewed = (self._renewed[0], events[-1].seq if events else None)
+        return events
+
+    def reenvelope(self, event: InputEvent) -> InputEvent:
+        """``event`` (built for the old id) again under the current id, with the next
+        ``seq``, a fresh event id and ``ts``; a ``span.added`` takes the next position, a
+        ``context.rewritten``'s ``base_seq`` is rebased (:meth:`rebase`). Its other ids
+        (span, score, rewrite, request) stay."""
+        update = {
+            k: v
+            for k, v in self._envelope(event.type).items()
+            if k not in ("type", "schema_version")
+        }
+        if isinstance(event, SpanAdded):
+            update["position"] = self._next_position
+            self._next_position += 1
+        elif isinstance(event, ContextRewritten):
+            update["base_seq"] = self.rebase(event.base_seq)
+        return event.model_copy(update=update)
+
+    def rebase(self, base_seq: int | None) -> int | None:
+        """A ``base_seq`` as the current id knows it: one from before the last renewal
+        becomes the last event that reported the context again (what the rewriter knew
+        is what was reported); others are unchanged."""
+        if self._renewed is None or base_seq is None or base_seq >= self._renewed[0]:
+            return base_seq
+        return self._renewed[1]
 
     def closed(self) -> SessionClosed:
         """``session.closed``."""

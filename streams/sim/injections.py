@@ -17,7 +17,15 @@ from functools import partial
 from schemas import FaultKind, RejectReason
 from streams.reference.outcome import Compacted
 from streams.reference.rewrite import THRASH_AFTER, THRASH_MIN_REDUCTION, THRASH_WITHIN_TURNS
-from streams.sim.plan import AddOp, EvictOp, Planner, SpanContent, anaphors_of, score_of
+from streams.sim.plan import (
+    AddOp,
+    EvictOp,
+    NextTurn,
+    Planner,
+    SpanContent,
+    anaphors_of,
+    score_of,
+)
 from streams.sim.steps import Steps
 from streams.sim.texts import Beat, compose, tool_call
 from streams.sim.vocab import CONDENSED_PROMPT, DIGEST_FORMS
@@ -421,11 +429,14 @@ def _thin_run(gen: Steps, p: Planner, count: int, gap: int, last: FaultKind | No
 
 
 def _quiet(p: Planner) -> bool:
-    """No run of thin rewrites is open: the next one starts a new count."""
+    """Wait (a few turns with no event) until no run of thin rewrites is open, so the
+    next rewrite starts a new count; always True."""
     session = p.live.session
     last = session.last_rewrite_turn
-    close = last is not None and p.state.writer.turn - last <= THRASH_WITHIN_TURNS
-    return not (close and session.thrash_run)
+    if last is not None and session.thrash_run:
+        for _ in range(THRASH_WITHIN_TURNS + 1 - (p.state.writer.turn - last)):
+            p.run(NextTurn())
+    return True
 
 
 def _thrashing(gen: Steps, p: Planner) -> bool:

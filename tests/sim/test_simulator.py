@@ -28,6 +28,7 @@ from streams.sim import (
     simulate,
     truth_path_for,
 )
+from streams.sim.injections import LOOKALIKES
 from streams.sim.texts import Entity, compose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,3 +266,16 @@ def test_the_docs_list_every_registered_injection_with_its_faults() -> None:
     assert set(rows) == set(INJECTIONS)
     for name, entry in REGISTRY.items():
         assert all(f"`{kind.value}`" in rows[name] for kind in entry.faults), name
+
+
+def test_the_docs_list_every_lookalike_with_the_kind_it_resembles() -> None:
+    text = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    section = text.split("## Healthy look-alikes", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[2]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+    assert set(rows) == set(LOOKALIKES)
+    for name, entry in LOOKALIKES.items():
+        assert f"`{entry.resembles.value}`" in rows[name], name

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
@@ -39,7 +40,12 @@ pytestmark = pytest.mark.kafka
 
 @pytest.fixture(scope="module")
 def trace() -> list[bytes]:
-    return simulate(SimConfig(sessions=12, seed=21, events_per_session=40)).lines
+    lines = simulate(SimConfig(sessions=12, seed=21, events_per_session=40)).lines
+    # One record the engine must dead-letter, whatever the simulator writes: its text
+    # and hash disagree (HASH_MISMATCH), and the dead letter keeps the raw input.
+    bad = orjson.loads(lines[0])
+    bad.update(event_id="s21-dead-letter", seq=10_000, text_sha256="0" * 64)
+    return [*lines, orjson.dumps(bad)]
 
 
 def outputs(trace: Sequence[bytes], clear_keys: bool = False) -> list[tuple[str, bytes, bytes]]:

@@ -554,6 +554,9 @@ class Steps:
             return False
         if count and len(chosen) < count:
             return False
+        # The harness's compactor names itself and why it ran (contract 1.2).
+        knobs.setdefault("strategy", "summarize" if merges else "paraphrase")
+        knobs.setdefault("trigger", "threshold")
         built = self.rewrite(
             p,
             merges=merges,

@@ -197,7 +197,21 @@ def log_record(event: OutputEvent, source: Mapping[str, Any] | None) -> dict[str
     }
 
 
-class OtlpLogExport:
+class _ProviderExport:
+    """What both exports share: the OpenTelemetry provider that batches and sends."""
+
+    provider: Any
+
+    def flush(self, timeout_ms: int = 10_000) -> bool:
+        """Export what is queued now; True when it all went out."""
+        return bool(self.provider.force_flush(timeout_ms))
+
+    def shutdown(self) -> None:
+        """Flush and stop the background exporter."""
+        self.provider.shutdown()
+
+
+class OtlpLogExport(_ProviderExport):
     """Emits the log records of outputs through an OTLP/HTTP exporter, batched."""
 
     def __init__(
@@ -255,20 +269,20 @@ class OtlpLogExport:
             except Exception:  # monitoring must never stop the guard
                 log.exception("OTLP export of an output failed; it is skipped")
 
-    def flush(self, timeout_ms: int = 10_000) -> bool:
-        """Export what is queued now; True when it all went out."""
-        return bool(self.provider.force_flush(timeout_ms))
-
-    def shutdown(self) -> None:
-        """Flush and stop the background exporter."""
-        self.provider.shutdown()
-
 
 def counting_exporter(exporter: Any, on_failure: Callable[[], None] | None) -> Any:
-    """``exporter`` wrapped to call ``on_failure`` for each batch it could not deliver."""
+    """``exporter`` (log records) wrapped to call ``on_failure`` for each batch it could
+    not deliver."""
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
-    class Counting(LogRecordExporter):
+    return _counting(LogRecordExporter, exporter, on_failure)
+
+
+def _counting(base: type[Any], exporter: Any, on_failure: Callable[[], None] | None) -> Any:
+    """``exporter`` as a ``base`` (the SDK's exporter interface for logs or spans) that
+    calls ``on_failure`` for each batch it could not deliver."""
+
+    class Counting(base):  # type: ignore[misc]
         def export(self, batch: Any) -> Any:
             result = exporter.export(batch)
             if getattr(result, "name", "") != "SUCCESS" and on_failure is not None:
@@ -284,7 +298,7 @@ def counting_exporter(exporter: Any, on_failure: Callable[[], None] | None) -> A
     return Counting()
 
 
-class OtlpTraceExport:
+class OtlpTraceExport(_ProviderExport):
     """Emits one span per ``context.compacted`` through an OTLP/HTTP span exporter,
     batched (:func:`compaction_span`)."""
 
@@ -351,14 +365,6 @@ class OtlpTraceExport:
             except Exception:  # monitoring must never stop the guard
                 log.exception("OTLP export of a compaction span failed; it is skipped")
 
-    def flush(self, timeout_ms: int = 10_000) -> bool:
-        """Export what is queued now; True when it all went out."""
-        return bool(self.provider.force_flush(timeout_ms))
-
-    def shutdown(self) -> None:
-        """Flush and stop the background exporter."""
-        self.provider.shutdown()
-
 
 class OtlpExport:
     """Both exports of a worker: log records (:class:`OtlpLogExport`) and compaction
@@ -391,17 +397,4 @@ def counting_span_exporter(exporter: Any, on_failure: Callable[[], None] | None)
     deliver."""
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    class Counting(SpanExporter):
-        def export(self, spans: Any) -> Any:
-            result = exporter.export(spans)
-            if getattr(result, "name", "") != "SUCCESS" and on_failure is not None:
-                on_failure()
-            return result
-
-        def shutdown(self) -> None:
-            exporter.shutdown()
-
-        def force_flush(self, timeout_millis: int = 30_000) -> bool:
-            return bool(exporter.force_flush(timeout_millis))
-
-    return Counting()
+    return _counting(SpanExporter, exporter, on_failure)

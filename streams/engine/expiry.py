@@ -12,8 +12,8 @@ sessions are forgotten ``tombstone_retention`` after the close or the expiry, by
 same clock.
 
 Both lists are heaps keyed by the moment something becomes due, so an event costs
-O(log n) plus what actually expires; an entry that is no longer current (the
-session had a newer event) is skipped when it surfaces.
+O(log n) plus what actually expires. A session has one entry, whatever its number of
+events: when it surfaces and the session had a newer event since, it moves on.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Marker:
 class Lifetimes:
     """The clock, the idle sessions it expires and the markers it forgets."""
 
-    __slots__ = ("_due", "_forget", "clock", "idle", "markers", "retention", "skew")
+    __slots__ = ("_due", "_forget", "_watched", "clock", "idle", "markers", "retention", "skew")
 
     def __init__(self, idle: timedelta, retention: timedelta, skew: timedelta) -> None:
         self.idle = idle
@@ -51,6 +51,9 @@ class Lifetimes:
         self.clock: datetime | None = None
         self.markers: dict[SessionKey, Marker] = {}
         self._due: list[tuple[datetime, SessionKey]] = []
+        self._watched: set[SessionKey] = set()
+        """Sessions with an entry in ``_due`` (one each: the heap stays as large as the
+        live sessions, however many events they have)."""
         self._forget: list[tuple[datetime, SessionKey]] = []
 
     def advance(self, ts: datetime, received: datetime | None) -> None:
@@ -62,8 +65,10 @@ class Lifetimes:
             self.clock = ts
 
     def watch(self, key: SessionKey, newest: datetime) -> None:
-        """A session's newest ``ts`` is ``newest``: it expires ``idle_timeout`` later."""
-        if self.idle:
+        """A session's newest ``ts`` is ``newest``: it expires ``idle_timeout`` later.
+        A session already watched keeps its entry, which moves on when it surfaces."""
+        if self.idle and key not in self._watched:
+            self._watched.add(key)
             heapq.heappush(self._due, (newest + self.idle, key))
 
     def expired(
@@ -77,8 +82,20 @@ class Lifetimes:
         while due and clock is not None and due[0][0] < clock:
             at, key = heapq.heappop(due)
             newest = newest_of(key)
-            if newest is not None and newest + self.idle == at:
-                yield key, at
+            if newest is None:  # closed or expired since
+                self._watched.discard(key)
+                continue
+            due_at = newest + self.idle
+            if due_at > at:  # a newer event since: the entry moves on
+                heapq.heappush(due, (due_at, key))
+                continue
+            self._watched.discard(key)
+            yield key, due_at
+
+    @property
+    def watching(self) -> int:
+        """Entries waiting to expire a session: at most one per live session."""
+        return len(self._due)
 
     def mark(self, key: SessionKey, marker: Marker) -> None:
         """Remember an ended session (and when to forget it)."""

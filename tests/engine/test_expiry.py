@@ -134,3 +134,17 @@ def test_restores_at_every_cut_expire_exactly_as_replay() -> None:
     assert sum(b"SESSION_EXPIRED" in line for line in expected) == 2  # a at 27 h, b at 60 h
     for cut in range(len(lines) + 1):
         assert run_split(lines, cut) == expected, f"cut at {cut}"
+
+
+def test_a_busy_session_keeps_one_entry_on_the_watch() -> None:
+    # The expiry heap is as large as the live sessions, not as their events.
+    p = Partition()
+    for i in range(300):
+        p.add("busy", i / 60)
+    for name in ("a", "b", "c"):
+        p.add(name, 5)
+    assert p.engine.lifetimes.watching == 4
+    p.add("busy", 28)
+    p.add("busy", 40)  # a, b, c expire; busy's one entry moved on
+    assert p.engine.lifetimes.watching == 1
+    assert p.engine.stats.sessions_expired == 3

@@ -161,6 +161,8 @@ def find_typed(text: str) -> TypedValues:
         groups = _GROUPS.findall(surface)
         if any(len(group) < 2 for group in groups[1:]):
             continue
+        if len(groups) == 2 and "." in surface and surface[0].isdigit():
+            continue  # a decimal number ("12345678.90"), not a phone
         if _DOTTED_QUAD.fullmatch(surface) or _ISO_DATE.match(surface):
             continue
         start = match.start()

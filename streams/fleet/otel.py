@@ -197,6 +197,18 @@ def log_record(event: OutputEvent, source: Mapping[str, Any] | None) -> dict[str
     }
 
 
+OTEL_MISSING = "OTLP export needs the otel extra: pip install 'spanguard[otel]'"
+
+
+def service_resource(service_name: str, service_version: str) -> Any:
+    """The OpenTelemetry resource both exports name their records with."""
+    try:
+        from opentelemetry.sdk.resources import Resource
+    except ImportError as exc:
+        raise ImportError(OTEL_MISSING) from exc
+    return Resource.create({"service.name": service_name, "service.version": service_version})
+
+
 class _ProviderExport:
     """What both exports share: the OpenTelemetry provider that batches and sends."""
 
@@ -231,14 +243,9 @@ class OtlpLogExport(_ProviderExport):
             from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
             from opentelemetry.sdk._logs import LoggerProvider
             from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-            from opentelemetry.sdk.resources import Resource
         except ImportError as exc:
-            raise ImportError(
-                "OTLP export needs the otel extra: pip install 'spanguard[otel]'"
-            ) from exc
-        resource = Resource.create(
-            {"service.name": service_name, "service.version": service_version}
-        )
+            raise ImportError(OTEL_MISSING) from exc
+        resource = service_resource(service_name, service_version)
         self.provider = LoggerProvider(resource=resource)
         exporter = OTLPLogExporter(
             endpoint=logs_endpoint(endpoint), headers=dict(headers or {}), timeout=timeout
@@ -317,17 +324,12 @@ class OtlpTraceExport(_ProviderExport):
         try:
             from opentelemetry.context import Context
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
             from opentelemetry.trace import Status, StatusCode
         except ImportError as exc:
-            raise ImportError(
-                "OTLP export needs the otel extra: pip install 'spanguard[otel]'"
-            ) from exc
-        resource = Resource.create(
-            {"service.name": service_name, "service.version": service_version}
-        )
+            raise ImportError(OTEL_MISSING) from exc
+        resource = service_resource(service_name, service_version)
         self.provider = TracerProvider(resource=resource)
         exporter = OTLPSpanExporter(
             endpoint=traces_endpoint(endpoint), headers=dict(headers or {}), timeout=timeout

@@ -9,6 +9,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY streams ./streams
+# links to the two folders above: the one import package, `spanguard`
+COPY spanguard ./spanguard
 COPY examples ./examples
 RUN pip install --no-cache-dir .
 ENV SPANGUARD_WEB_HOST=0.0.0.0 \

@@ -48,7 +48,7 @@ bench: setup
 	$(BIN)/python -m bench.engine
 
 schemas: setup
-	$(BIN)/python -m schemas.export
+	$(BIN)/python -m spanguard.schemas.export
 
 clean:
 	rm -rf $(VENV) .kafka/data .spanguard

@@ -37,12 +37,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.e2e import Bench
-from schemas import ID_FIELD, OUTPUT_SUFFIXES
-from schemas.codec import encode_output
-from streams.app.processes import WorkerProcess, spawn_worker
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.traces import OutputReader, produce_lines
-from streams.sim import SimConfig, simulate
+from spanguard.schemas import ID_FIELD, OUTPUT_SUFFIXES
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.traces import OutputReader, produce_lines
+from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -127,8 +127,8 @@ def worker_env(
 
 def run_chaos(bootstrap: str, plan: ChaosPlan, home: Path, prefix: str) -> ChaosResult:
     """One chaos run on the broker at ``bootstrap`` (topics under ``prefix``)."""
-    from streams.kafka_io.topics import ensure_topics
-    from streams.settings import load_settings
+    from spanguard.streams.kafka_io.topics import ensure_topics
+    from spanguard.streams.settings import load_settings
 
     started = time.monotonic()
     lines = simulate(

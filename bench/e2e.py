@@ -41,20 +41,20 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.fuzz import garbage_mix
-from schemas import OUTPUT_SUFFIXES
-from streams.app.processes import WorkerProcess, spawn_worker
-from streams.app.topology import runtime_config
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
-from streams.kafka_io.partitioning import partition_for
-from streams.kafka_io.topics import create_topics, ensure_topics
-from streams.kafka_io.traces import OutputReader, produce_lines, session_key
-from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
-from streams.runtime.config import changelog_topic
-from streams.runtime.kafka_transport import KafkaTransport
-from streams.runtime.runtime import Runtime
-from streams.settings import load_settings
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.app.topology import runtime_config
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.topics import create_topics, ensure_topics
+from spanguard.streams.kafka_io.traces import OutputReader, produce_lines, session_key
+from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
+from spanguard.streams.runtime.config import changelog_topic
+from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.settings import load_settings
+from spanguard.streams.sim.scenarios import demo_fleet
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 4

@@ -2,7 +2,7 @@
 
 * **decode**: one ``span.added`` and one ``scores.computed`` (six scores), as
   the mixed workload writes them, decoded and validated by
-  :func:`streams.engine.decode.decode` (bytes -> contract model). CPU time per
+  :func:`spanguard.streams.engine.decode.decode` (bytes -> contract model). CPU time per
   call (``time.process_time``, best of several batches, so other load on the
   machine counts as little as possible).
 * **memory**: bytes per live span held by one engine with 100,000 live, scored
@@ -22,9 +22,9 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from streams.engine.decode import decode
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript, interleave
+from spanguard.streams.engine.decode import decode
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript, interleave
 
 Json = dict[str, Any]
 TARGET_DECODE_US = 4.0

@@ -25,14 +25,14 @@ import statistics
 import time
 from pathlib import Path
 
-from streams.engine.engine import Engine, Source
-from streams.fleet.combiner import FleetCombiner, partition_cycles
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.recent import RecentRecords
-from streams.runtime.memory import MemoryTransport
-from streams.runtime.runtime import Runtime
-from streams.runtime.testing import RuntimeTestDriver
-from streams.sim import SimConfig, simulate
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.fleet.combiner import FleetCombiner, partition_cycles
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.runtime.memory import MemoryTransport
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.runtime.testing import RuntimeTestDriver
+from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_combiner.json"
 CHECKPOINT = 500

@@ -52,12 +52,12 @@ from typing import Any
 
 import orjson
 
-from schemas import INPUT_TYPES, EventRejected, RejectReason, text_sha256
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.decode import Invalid, decode
-from streams.engine.engine import Engine, Source
-from streams.sim import SimConfig, simulate
+from spanguard.schemas import INPUT_TYPES, EventRejected, RejectReason, text_sha256
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.decode import Invalid, decode
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: Small enough that oversized records are cheap to make, large enough for every valid event.

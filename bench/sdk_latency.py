@@ -35,10 +35,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.e2e import Bench, fresh_bench
-from streams.kafka_io.topics import create_topics
-from streams.kafka_io.traces import produce_lines
-from streams.sdk import Decision, Message, Session, SpanguardClient
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.kafka_io.topics import create_topics
+from spanguard.streams.kafka_io.traces import produce_lines
+from spanguard.streams.sdk import Decision, Message, Session, SpanguardClient
+from spanguard.streams.sim.scenarios import demo_fleet
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -199,7 +199,7 @@ def main() -> None:
         "quick": args.quick,
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "worker": f"spanguard worker (streams.cli.main worker) at {_main_commit()}",
+        "worker": f"spanguard worker (spanguard.streams.cli.main worker) at {_main_commit()}",
         "results": results,
     }
     RESULTS.mkdir(exist_ok=True)

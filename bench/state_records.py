@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
-from streams.sim import SimConfig, simulate
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_RECORDS = 2.5

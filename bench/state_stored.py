@@ -13,8 +13,8 @@ import random
 import time
 
 from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript, interleave
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript, interleave
 
 SESSIONS = 100
 SPANS = 1_000

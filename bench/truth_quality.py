@@ -1,7 +1,7 @@
 """Detection quality of the engine, judged by the independent reference model.
 
-The simulator (``streams.sim``) makes fleets with injected faults; the engine and
-the reference model (``streams.reference``, written from the contract alone) both
+The simulator (``spanguard.streams.sim``) makes fleets with injected faults; the engine and
+the reference model (``spanguard.streams.reference``, written from the contract alone) both
 process every line. Printed, and written to ``bench/results/truth_quality.json``:
 
 * **per fault kind**: what the reference reports (``(event, kind, span)``
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import DEFAULT_SEVERITY, FaultKind, Severity
-from streams.engine.engine import Engine, Source
-from streams.reference.compare import outcomes_of, semantics
-from streams.reference.model import ReferenceModel
-from streams.sim import SimConfig, simulate
+from spanguard.schemas import DEFAULT_SEVERITY, FaultKind, Severity
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.reference.compare import outcomes_of, semantics
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).parent / "results" / "truth_quality.json"
 CHUNK = 250

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.sdk import CompactionOutcome, SpanguardClient
+from spanguard.streams.sdk import CompactionOutcome, SpanguardClient
 
 TURNS = [
     "Hi! I need help with a billing problem.",

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sdk_common import make_client, parser, play, report, run
 
-from streams.sdk.adapters.langchain import SpanguardMiddleware
+from spanguard.streams.sdk.adapters.langchain import SpanguardMiddleware
 
 
 class ScriptedModel(GenericFakeChatModel):

@@ -19,7 +19,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from sdk_common import make_client, parser, play, report, run
 
-from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre_model_hook
+from spanguard.streams.sdk.adapters.langgraph import (
+    SpanguardMessagesState,
+    spanguard_pre_model_hook,
+)
 
 
 def summarise(messages: list[BaseMessage]) -> list[BaseMessage] | None:

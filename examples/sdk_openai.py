@@ -17,7 +17,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from sdk_common import TURNS, make_client, parser, run
 
-from streams.sdk.adapters.openai_chat import ChatGuard, SpanguardAgentsSession, item_text
+from spanguard.streams.sdk.adapters.openai_chat import ChatGuard, SpanguardAgentsSession, item_text
 
 
 class ScriptedModel(Model):

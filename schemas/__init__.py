@@ -1,7 +1,7 @@
 """The spanguard wire contract, version 1: pydantic models of every event.
 
 Input events arrive on ``spanguard.events``; output events leave on the topics
-named by :data:`schemas.outputs.TOPIC_OF`. :data:`ContractEvent` is the one
+named by :data:`spanguard.schemas.outputs.TOPIC_OF`. :data:`ContractEvent` is the one
 discriminated union on ``type`` over all of them.
 """
 
@@ -9,8 +9,8 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
-from schemas.common import SCHEMA_VERSION, MentionIn, Referent
-from schemas.inputs import (
+from spanguard.schemas.common import SCHEMA_VERSION, MentionIn, Referent
+from spanguard.schemas.inputs import (
     INPUT_TYPES,
     ContextRewritten,
     EvictionPolicy,
@@ -25,7 +25,7 @@ from schemas.inputs import (
     SpanAdded,
     text_sha256,
 )
-from schemas.outputs import (
+from spanguard.schemas.outputs import (
     DEFAULT_SEVERITY,
     ID_FIELD,
     OUTPUT_SUFFIXES,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas import OUTPUT_ADAPTER, OutputEvent
+from spanguard.schemas import OUTPUT_ADAPTER, OutputEvent
 
 
 def encode_output(event: OutputEvent) -> bytes:

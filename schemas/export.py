@@ -1,6 +1,6 @@
 """Export one JSON Schema file per event type into ``schemas/json/``.
 
-Run ``python -m schemas.export`` after changing a model; a test fails when the
+Run ``python -m spanguard.schemas.export`` after changing a model; a test fails when the
 checked-in files and the models drift apart.
 """
 
@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from schemas.inputs import INPUT_TYPES
-from schemas.outputs import (
+from spanguard.schemas.inputs import INPUT_TYPES
+from spanguard.schemas.outputs import (
     ContextCompacted,
     EventRejected,
     EvictionDecided,

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, JsonValue, ValidationInfo, model_validator
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from schemas.common import (
+from spanguard.schemas.common import (
     LOWER_CASED_FIRST,
     ContractModel,
     FiniteScore,

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from schemas.common import ClosedModel, Timestamp
+from spanguard.schemas.common import ClosedModel, Timestamp
 
 
 class FaultKind(StrEnum):

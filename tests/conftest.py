@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
+from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from tests.pipeline import Pipeline
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"

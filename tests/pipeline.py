@@ -18,12 +18,12 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from schemas import OUTPUT_SUFFIXES
-from schemas.codec import encode_output
-from streams.app.processes import WorkerProcess, spawn_worker
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.traces import OutputReader, line_partition, produce_lines
-from streams.runtime.testing import output_identity
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.traces import OutputReader, line_partition, produce_lines
+from spanguard.streams.runtime.testing import output_identity
 
 Done = Callable[[list[bytes]], bool]
 

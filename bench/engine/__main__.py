@@ -25,7 +25,7 @@ from bench.engine.seed_gate import measure_gate
 from bench.engine.sessions import measure_scaling
 from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
 from bench.engine_costs import measure_decode, measure_memory
-from streams.cli.process import tune_gc
+from spanguard.streams.cli.process import tune_gc
 
 
 def _step(name: str, func: Callable[[], Json]) -> Json:

@@ -27,11 +27,11 @@ from pathlib import Path
 from types import ModuleType
 
 from bench.engine.text import ASSISTANT_TEMPLATES, TOOL_TEMPLATES, USER_TEMPLATES, TextGen
-from streams.cli.process import tune_gc
-from streams.engine.names import _WORD, NameBook, match_book
-from streams.engine.referents import find_anaphors, scan_text
-from streams.engine.typed_values import find_typed
-from streams.engine.words import ORDINARY_WORDS
+from spanguard.streams.cli.process import tune_gc
+from spanguard.streams.engine.names import _WORD, NameBook, match_book
+from spanguard.streams.engine.referents import find_anaphors, scan_text
+from spanguard.streams.engine.typed_values import find_typed
+from spanguard.streams.engine.words import ORDINARY_WORDS
 
 DEFAULT_BASELINE = "de61735"
 """The last commit before contract 1.2's extractor (issue 29)."""

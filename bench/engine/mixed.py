@@ -19,16 +19,16 @@ import orjson
 
 from bench.engine.scale import CLOCK, SOURCE, TARGET_EVENTS_PER_S, Json, Scale
 from bench.engine.text import ASSISTANT_TEMPLATES, TOOL_TEMPLATES, USER_TEMPLATES, TextGen
-from schemas import (
+from spanguard.schemas import (
     EvictionDecided,
     IntegrityFault,
     OutputEvent,
     ScoresRecomputeRequested,
 )
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine
-from streams.engine.state import SessionState
-from streams.engine.trace import SessionScript
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.engine.state import SessionState
+from spanguard.streams.engine.trace import SessionScript
 
 
 class Harness:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.engine.engine import Source
+from spanguard.streams.engine.engine import Source
 
 Json = dict[str, Any]
 

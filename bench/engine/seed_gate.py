@@ -20,16 +20,16 @@ from bench.engine.scale import (
     Scale,
 )
 from bench.engine.sessions import BuiltSession, build_scored_session
-from schemas import (
+from spanguard.schemas import (
     INPUT_ADAPTER,
     EvictionDecided,
     EvictionRequested,
     OutputEvent,
     SpanPinned,
 )
-from streams.engine.emit import Emission
-from streams.engine.gate import decide
-from streams.engine.state import SessionState, SpanState
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.gate import decide
+from spanguard.streams.engine.state import SessionState, SpanState
 
 PlainSpan = dict[str, Any]
 """A span as the seed code holds it: text, score and the hash the score was bound to."""
@@ -293,7 +293,7 @@ def measure_gate(scale: Scale) -> Json:
     slowest = min(case["naive_gate_us"] / case["engine_gate_us"] for case in cases.values())
     return {
         "spans": n,
-        "method": "engine 'gate' = streams.engine.gate.decide on a decoded request; "
+        "method": "engine 'gate' = spanguard.streams.engine.gate.decide on a decoded request; "
         "'event' = the whole process_raw (decode, duplicate window, gate); the spans "
         "a run removes are re-added after it (untimed), so every run sees the same "
         "state. naive = naive_gate() over plain dicts of the same spans. Medians, "

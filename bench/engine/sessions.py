@@ -14,13 +14,13 @@ import orjson
 
 from bench.engine.scale import BIG_EVENT_BYTES, CLOCK, SOURCE, TARGET_SIZE_RATIO, Json, Scale
 from bench.engine.text import ASSISTANT_TEMPLATES, TOOL_TEMPLATES, USER_TEMPLATES, TextGen
-from schemas import (
+from spanguard.schemas import (
     EvictionDecided,
 )
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine
-from streams.engine.state import SessionState
-from streams.engine.trace import SessionScript
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.engine.state import SessionState
+from spanguard.streams.engine.trace import SessionScript
 
 
 @dataclass(slots=True)

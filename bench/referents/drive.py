@@ -20,9 +20,15 @@ import orjson
 
 from bench.referents.bm25 import score_pass
 from bench.referents.model import Dialogue
-from schemas import EventRejected, EvictionDecided, IntegrityFault, SpanPinned, text_sha256
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
+from spanguard.schemas import (
+    EventRejected,
+    EvictionDecided,
+    IntegrityFault,
+    SpanPinned,
+    text_sha256,
+)
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
 
 EVERY = 6
 """Spans added between two scoring passes (each followed by a request)."""

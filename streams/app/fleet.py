@@ -13,10 +13,10 @@ What it adds (docs/monitoring.md, "How it works"):
   ``<app_id>-fleet-state``; it sums the partials of the tenants of its
   partitions, evaluates the rules, and writes ``fleet.alert`` records to
   ``<prefix>.alerts`` in its own transactions (then to Alertmanager);
-* heartbeats on ``<prefix>.workers`` (:mod:`streams.fleet.membership`): how
+* heartbeats on ``<prefix>.workers`` (:mod:`spanguard.streams.fleet.membership`): how
   ``/fleet`` and the session inspector find the other workers;
 * timer ``fleet-tick``: the active-alert and lag gauges, Alertmanager renewals;
-* the web views of :mod:`streams.app.web` when the web server is enabled.
+* the web views of :mod:`spanguard.streams.app.web` when the web server is enabled.
 """
 
 from __future__ import annotations
@@ -32,28 +32,28 @@ from typing import TYPE_CHECKING, Any
 
 from mode import Service
 
-from schemas import FaultKind, FleetAlert, Severity
-from streams.engine.config import EngineSettings
-from streams.fleet.aggregator import FleetAggregator
-from streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
-from streams.fleet.combiner import FleetCombiner, partition_cycles
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import local_view
-from streams.fleet.membership import Members, MembershipService
-from streams.fleet.metrics import FleetMetrics, build_version, engine_figures
-from streams.fleet.otel import OtlpExport
-from streams.fleet.recent import RecentRecords
-from streams.fleet.rules import Rule, load_rules
-from streams.fleet.session_view import session_view
-from streams.kafka_io.security import aiokafka_security
-from streams.kafka_io.traces import bootstrap_servers
-from streams.runtime.config import RuntimeConfig
-from streams.runtime.kafka_transport import KafkaTransport
+from spanguard.schemas import FaultKind, FleetAlert, Severity
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.fleet.aggregator import FleetAggregator
+from spanguard.streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
+from spanguard.streams.fleet.combiner import FleetCombiner, partition_cycles
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.fleet_view import local_view
+from spanguard.streams.fleet.membership import Members, MembershipService
+from spanguard.streams.fleet.metrics import FleetMetrics, build_version, engine_figures
+from spanguard.streams.fleet.otel import OtlpExport
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.fleet.rules import Rule, load_rules
+from spanguard.streams.fleet.session_view import session_view
+from spanguard.streams.kafka_io.security import aiokafka_security
+from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.runtime.config import RuntimeConfig
+from spanguard.streams.runtime.kafka_transport import KafkaTransport
 
 if TYPE_CHECKING:
-    from streams.app.topology import Topology
-    from streams.settings import Settings
+    from spanguard.streams.app.topology import Topology
+    from spanguard.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +349,7 @@ def install_fleet(
     app.timer(fleet_settings.tick_seconds, name="fleet-tick")(tick)
 
     if conf.web_enabled:
-        from streams.app.web import install_web
+        from spanguard.streams.app.web import install_web
 
         install_web(topology, fleet)
     return fleet

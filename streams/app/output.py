@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from schemas import ID_FIELD, OutputEvent
+from spanguard.schemas import ID_FIELD, OutputEvent
 
 
 @dataclass(frozen=True, slots=True)

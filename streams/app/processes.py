@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.localbroker.broker import die_with_parent
-from streams.settings import Settings
+from spanguard.streams.localbroker.broker import die_with_parent
+from spanguard.streams.settings import Settings
 
 READY = b"Worker]: Ready"
 
@@ -78,7 +78,7 @@ def run_processes(count: int, settings: Settings, loglevel: str, config: Path | 
                 [
                     sys.executable,
                     "-m",
-                    "streams.cli.main",
+                    "spanguard.streams.cli.main",
                     "worker",
                     "--loglevel",
                     loglevel,
@@ -108,12 +108,12 @@ def spawn_worker(
     journal: Path | None = None,
     args: tuple[str, ...] = (),
 ) -> WorkerProcess:
-    """Start ``python -m streams.cli.main worker [args]`` with ``env`` added to this
+    """Start ``python -m spanguard.streams.cli.main worker [args]`` with ``env`` added to this
     environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     handle = log.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli.main", "worker", "--loglevel", "info", *args],
+        [sys.executable, "-m", "spanguard.streams.cli.main", "worker", "--loglevel", "info", *args],
         env={**os.environ, **env},
         stdout=handle,
         stderr=subprocess.STDOUT,

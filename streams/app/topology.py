@@ -21,15 +21,15 @@ from typing import Any
 import faust
 from mode import Service
 
-from schemas import OUTPUT_SUFFIXES
-from streams.app.fleet import Fleet, install_fleet
-from streams.app.output import Journal, file_journal, journal_hook
-from streams.kafka_io.security import BrokerCredentials, aiokafka_security
-from streams.kafka_io.traces import bootstrap_servers
-from streams.runtime.config import RuntimeConfig, changelog_topic
-from streams.runtime.kafka_transport import KafkaTransport
-from streams.runtime.runtime import Runtime
-from streams.settings import Settings
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.streams.app.fleet import Fleet, install_fleet
+from spanguard.streams.app.output import Journal, file_journal, journal_hook
+from spanguard.streams.kafka_io.security import BrokerCredentials, aiokafka_security
+from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.runtime.config import RuntimeConfig, changelog_topic
+from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ reads only theirs (403 for another tenant's session or ``?tenant=``; ``/fleet``
 lists its tenants only; ``/metrics`` is the admin token's). ``/fleet``'s
 ``outcome`` (``clean``, ``warning``, ``critical``) keeps only the compacted
 sessions whose worst compaction had that outcome (400 for another value). See
-:mod:`streams.fleet.auth`. The server binds ``web_host`` (127.0.0.1 by
+:mod:`spanguard.streams.fleet.auth`. The server binds ``web_host`` (127.0.0.1 by
 default). No route returns span text: the state has none.
 """
 
@@ -34,14 +34,14 @@ import aiohttp
 import faust
 from yarl import URL
 
-from streams.fleet.aggregates import OUTCOMES
-from streams.fleet.auth import Authorizer, Scope
-from streams.fleet.fleet_view import MAX_TENANTS, merge_views
-from streams.fleet.session_view import merge_session_views
+from spanguard.streams.fleet.aggregates import OUTCOMES
+from spanguard.streams.fleet.auth import Authorizer, Scope
+from spanguard.streams.fleet.fleet_view import MAX_TENANTS, merge_views
+from spanguard.streams.fleet.session_view import merge_session_views
 
 if TYPE_CHECKING:
-    from streams.app.fleet import Fleet
-    from streams.app.topology import Topology
+    from spanguard.streams.app.fleet import Fleet
+    from spanguard.streams.app.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ PEER_TIMEOUT = 2.0
 
 def dashboard_html() -> bytes:
     """The dashboard page (``streams/fleet/static/dashboard.html``)."""
-    return resources.files("streams.fleet").joinpath("static/dashboard.html").read_bytes()
+    return resources.files("spanguard.streams.fleet").joinpath("static/dashboard.html").read_bytes()
 
 
 def install_web(topology: Topology, fleet: Fleet) -> None:

@@ -18,16 +18,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.kafka_io.traces import bootstrap_servers
-from streams.localbroker.broker import (
+from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.localbroker.broker import (
     DEFAULT_HOME,
     PROJECT_ROOT,
     BrokerError,
     LocalBroker,
     SaslSslListener,
 )
-from streams.localbroker.certs import CertificateError, make_test_certificates
-from streams.localbroker.jars import (
+from spanguard.streams.localbroker.certs import CertificateError, make_test_certificates
+from spanguard.streams.localbroker.jars import (
     BASE_URL_ENV,
     LOCK_FILE,
     LockedJar,
@@ -35,7 +35,7 @@ from streams.localbroker.jars import (
     fetch_jars,
     generate_lock,
 )
-from streams.settings import load_settings
+from spanguard.streams.settings import load_settings
 
 kafka_app = typer.Typer(
     name="kafka",

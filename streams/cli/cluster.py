@@ -14,15 +14,15 @@ import typer
 from aiokafka.errors import KafkaError
 from rich.console import Console
 
-from schemas import OUTPUT_SUFFIXES
-from schemas.codec import decode_output
-from streams.cli.demo_lines import demo_line
-from streams.cli.summary import OutputSummary
-from streams.kafka_io.connection import diagnose_connection, redact
-from streams.kafka_io.security import CredentialsError, aiokafka_security
-from streams.kafka_io.topics import ensure_topics, max_record_bytes
-from streams.kafka_io.traces import bootstrap_servers, produce_lines, read_outputs
-from streams.settings import Settings, load_settings
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.schemas.codec import decode_output
+from spanguard.streams.cli.demo_lines import demo_line
+from spanguard.streams.cli.summary import OutputSummary
+from spanguard.streams.kafka_io.connection import diagnose_connection, redact
+from spanguard.streams.kafka_io.security import CredentialsError, aiokafka_security
+from spanguard.streams.kafka_io.topics import ensure_topics, max_record_bytes
+from spanguard.streams.kafka_io.traces import bootstrap_servers, produce_lines, read_outputs
+from spanguard.streams.settings import Settings, load_settings
 
 _T = TypeVar("_T")
 
@@ -102,12 +102,12 @@ def worker(
     """Run a spanguard worker against the configured broker."""
     import faust
 
-    from streams.app.topology import build_topology
+    from spanguard.streams.app.topology import build_topology
 
     settings = _settings(config)
     run_on_kafka(settings, lambda: ensure_topics(settings))
     if processes > 1:
-        from streams.app.processes import run_processes
+        from spanguard.streams.app.processes import run_processes
 
         raise typer.Exit(run_processes(processes, settings, loglevel, config))
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level

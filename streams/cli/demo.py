@@ -19,15 +19,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from schemas import OUTPUT_SUFFIXES
-from schemas.codec import decode_output
-from streams.app.processes import WorkerProcess, spawn_worker
-from streams.cli.demo_lines import demo_line, in_wall_time
-from streams.kafka_io.topics import ensure_topics
-from streams.kafka_io.traces import OutputReader, bootstrap_servers, produce_lines
-from streams.localbroker.broker import BrokerError, LocalBroker
-from streams.settings import load_settings
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.schemas.codec import decode_output
+from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.cli.demo_lines import demo_line, in_wall_time
+from spanguard.streams.kafka_io.topics import ensure_topics
+from spanguard.streams.kafka_io.traces import OutputReader, bootstrap_servers, produce_lines
+from spanguard.streams.localbroker.broker import BrokerError, LocalBroker
+from spanguard.streams.settings import load_settings
+from spanguard.streams.sim.scenarios import demo_fleet
 
 console = Console(stderr=True)
 

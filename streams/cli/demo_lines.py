@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from schemas import OutputEvent
+from spanguard.schemas import OutputEvent
 
 MAX_LISTED = 6
 """Ids listed per line before "+N more"."""

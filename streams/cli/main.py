@@ -6,15 +6,15 @@ from typing import Annotated
 
 import typer
 
-from streams.cli.broker import kafka_app
-from streams.cli.cluster import consume, produce, worker
-from streams.cli.demo import demo
-from streams.cli.privacy import privacy_scan_command
-from streams.cli.process import tune_gc
-from streams.cli.replay import replay
-from streams.cli.rules import check_rules
-from streams.cli.sim_cli import quality, simulate
-from streams.fleet.metrics import build_version
+from spanguard.streams.cli.broker import kafka_app
+from spanguard.streams.cli.cluster import consume, produce, worker
+from spanguard.streams.cli.demo import demo
+from spanguard.streams.cli.privacy import privacy_scan_command
+from spanguard.streams.cli.process import tune_gc
+from spanguard.streams.cli.replay import replay
+from spanguard.streams.cli.rules import check_rules
+from spanguard.streams.cli.sim_cli import quality, simulate
+from spanguard.streams.fleet.metrics import build_version
 
 app = typer.Typer(
     name="spanguard",

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.cli.cluster import run_on_kafka
-from streams.kafka_io.privacy import privacy_scan
-from streams.settings import load_settings
+from spanguard.streams.cli.cluster import run_on_kafka
+from spanguard.streams.kafka_io.privacy import privacy_scan
+from spanguard.streams.settings import load_settings
 
 _MAX_SHOWN = 50
 

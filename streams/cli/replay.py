@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from schemas import Severity
-from schemas.codec import encode_output
-from streams.cli.summary import OutputSummary
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.traces import line_partition
-from streams.settings import load_settings
+from spanguard.schemas import Severity
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.cli.summary import OutputSummary
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.traces import line_partition
+from spanguard.streams.settings import load_settings
 
 
 def _lines(stream: IO[bytes]) -> Iterator[bytes]:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from streams.fleet.rules import (
+from spanguard.streams.fleet.rules import (
     CompactionOutcomeRule,
     FaultCountRule,
     FaultSeverityRule,

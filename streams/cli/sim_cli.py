@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streams.sim import (
+from spanguard.streams.sim import (
     INJECTIONS,
     FleetTruth,
     SimConfig,
@@ -22,10 +22,10 @@ from streams.sim import (
     parse_fault_mix,
     truth_path_for,
 )
-from streams.sim import (
+from spanguard.streams.sim import (
     simulate as generate,
 )
-from streams.sim.quality import evaluate, read_outputs, render
+from spanguard.streams.sim.quality import evaluate, read_outputs, render
 
 err = Console(stderr=True)
 
@@ -132,9 +132,9 @@ def simulate(
 
 def _publish(fleet: SimulatedFleet, config: Path | None, rate: float | None) -> int:
     # Imported here: a file-only run needs neither aiokafka nor a broker.
-    from streams.kafka_io.topics import ensure_topics
-    from streams.kafka_io.traces import bootstrap_servers, produce_lines
-    from streams.settings import load_settings
+    from spanguard.streams.kafka_io.topics import ensure_topics
+    from spanguard.streams.kafka_io.traces import bootstrap_servers, produce_lines
+    from spanguard.streams.settings import load_settings
 
     try:
         settings = load_settings(config)

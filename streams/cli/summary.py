@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
-from schemas import (
+from spanguard.schemas import (
     ContextCompacted,
     EventRejected,
     EvictionDecided,

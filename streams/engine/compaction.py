@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import ContextRewritten, FaultKind, IntegrityFault, Severity, SnapshotEntry
-from streams.engine.emit import Emission
-from streams.engine.state import SessionState, SpanState
+from spanguard.schemas import ContextRewritten, FaultKind, IntegrityFault, Severity, SnapshotEntry
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.state import SessionState, SpanState
 
 UNKNOWN_ROLE = "unknown"
 """The role of the tokens of spans that have none (a summary a rewrite created)."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from schemas import DEFAULT_SEVERITY, FaultKind, Severity
+from spanguard.schemas import DEFAULT_SEVERITY, FaultKind, Severity
 
 DEV_SECRET = "spanguard-development-secret-change-me"
 """The hashing secret used when none is configured; fine for tests and demos only."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schemas import FaultKind
-from streams.engine.emit import Emission
-from streams.engine.state import SessionState, SpanState
+from spanguard.schemas import FaultKind
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.state import SessionState, SpanState
 
 
 def created_counter(session: SessionState, parents: Iterable[str]) -> int:

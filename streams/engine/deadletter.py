@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from schemas import RejectedHeader
+from spanguard.schemas import RejectedHeader
 
 _FIELD = re.compile(
     rb'"(tenant|session_id)"[ \t\r\n]{0,16}+:[ \t\r\n]{0,16}+"((?:[^"\\]|\\.){1,1024}+)"'

@@ -16,8 +16,8 @@ import orjson
 from pydantic import BaseModel, ValidationError
 from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
-from schemas import INPUT_TYPES, InputEvent, RejectReason
-from schemas.inputs import NO_NULLS, null_free_core_schema
+from spanguard.schemas import INPUT_TYPES, InputEvent, RejectReason
+from spanguard.schemas.inputs import NO_NULLS, null_free_core_schema
 
 
 @dataclass(frozen=True, slots=True)

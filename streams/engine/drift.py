@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from schemas import FaultKind
-from streams.engine.emit import Emission
-from streams.engine.state import DriftPoint, DriftWindow, SessionState
+from spanguard.schemas import FaultKind
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.state import DriftPoint, DriftWindow, SessionState
 
 
 @dataclass(frozen=True, slots=True)

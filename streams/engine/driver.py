@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from schemas import (
+from spanguard.schemas import (
     TOPIC_OF,
     ContextCompacted,
     EventRejected,
@@ -26,9 +26,9 @@ from schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 
 T = TypeVar("T")
 

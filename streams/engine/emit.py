@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from schemas import (
+from spanguard.schemas import (
     Action,
     ContextCompacted,
     EvictionDecided,
@@ -28,7 +28,7 @@ from schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
-from streams.engine.config import EngineSettings
+from spanguard.streams.engine.config import EngineSettings
 
 M = TypeVar("M", bound=BaseModel)
 _FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from schemas import (
+from spanguard.schemas import (
     ContextRewritten,
     EventRejected,
     EvictionRequested,
@@ -25,16 +25,16 @@ from schemas import (
     SessionClosed,
     SpanAdded,
 )
-from streams.engine.config import EngineSettings
-from streams.engine.counters import apply_counters, created_counter
-from streams.engine.deadletter import keep, scan_identity
-from streams.engine.decode import Identity, Invalid, decode
-from streams.engine.drift import CycleOutcome, close_window
-from streams.engine.emit import Emission, build, output_id
-from streams.engine.expiry import Lifetimes, Marker
-from streams.engine.gate import decide
-from streams.engine.holdings import HoldingsBuilder
-from streams.engine.persist import (
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.counters import apply_counters, created_counter
+from spanguard.streams.engine.deadletter import keep, scan_identity
+from spanguard.streams.engine.decode import Identity, Invalid, decode
+from spanguard.streams.engine.drift import CycleOutcome, close_window
+from spanguard.streams.engine.emit import Emission, build, output_id
+from spanguard.streams.engine.expiry import Lifetimes, Marker
+from spanguard.streams.engine.gate import decide
+from spanguard.streams.engine.holdings import HoldingsBuilder
+from spanguard.streams.engine.persist import (
     Record,
     clock_record,
     dump_changes,
@@ -42,9 +42,9 @@ from streams.engine.persist import (
     forget_record,
     load_sessions,
 )
-from streams.engine.rewrite import apply_rewrite
-from streams.engine.scoring import apply_scores
-from streams.engine.state import SessionState, SpanState
+from spanguard.streams.engine.rewrite import apply_rewrite
+from spanguard.streams.engine.scoring import apply_scores
+from spanguard.streams.engine.state import SessionState, SpanState
 
 SessionKey = tuple[str, str]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -119,7 +119,7 @@ class Engine:
 
         Write them to a (compacted) changelog after the outputs they belong to are
         acknowledged; :meth:`restore` with the latest value per key rebuilds the
-        state as it was at this drain. See :mod:`streams.engine.persist`.
+        state as it was at this drain. See :mod:`spanguard.streams.engine.persist`.
         """
         records = self._pending
         self._pending = []

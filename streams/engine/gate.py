@@ -23,10 +23,17 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
-from schemas import Action, EvictionPolicy, EvictionRequested, FaultKind, PinMention, RefusalReason
-from streams.engine.emit import Emission, assemble
-from streams.engine.referent_index import Mention, OrderKey
-from streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
+from spanguard.schemas import (
+    Action,
+    EvictionPolicy,
+    EvictionRequested,
+    FaultKind,
+    PinMention,
+    RefusalReason,
+)
+from spanguard.streams.engine.emit import Emission, assemble
+from spanguard.streams.engine.referent_index import Mention, OrderKey
+from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
 class Pin(NamedTuple):

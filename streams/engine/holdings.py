@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from schemas import MentionIn, Referent
-from streams.engine.config import EngineSettings
-from streams.engine.keys import KeyHasher
-from streams.engine.names import NameBook, match_book, new_names
-from streams.engine.referent_index import Mention
-from streams.engine.referents import Scan, find_anaphors, scan_text
+from spanguard.schemas import MentionIn, Referent
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.keys import KeyHasher
+from spanguard.streams.engine.names import NameBook, match_book, new_names
+from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.referents import Scan, find_anaphors, scan_text
 
 Holds = tuple[tuple[str, str], ...]
 

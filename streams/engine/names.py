@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import NamedTuple
 
-from streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
+from spanguard.streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
 
 __all__ = [
     "CALLING_WORDS",
@@ -210,7 +210,7 @@ _new_word = partial(tuple.__new__, Word)  # a Word from its fields, in C
 
 class NameScan(NamedTuple):
     """The names of one text and what :func:`match_book` reads of it. A pure function
-    of the text (cacheable like :class:`streams.engine.referents.Scan`)."""
+    of the text (cacheable like :class:`spanguard.streams.engine.referents.Scan`)."""
 
     names: tuple[FoundName, ...]
     folded: frozenset[str]

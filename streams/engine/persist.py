@@ -36,9 +36,9 @@ from typing import Any
 
 import orjson
 
-from streams.engine.expiry import Marker
-from streams.engine.referent_index import Mention
-from streams.engine.state import (
+from spanguard.streams.engine.expiry import Marker
+from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.state import (
     BLOCK_SPANS,
     CHUNK_IDS,
     TAIL_SPANS,

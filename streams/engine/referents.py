@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from streams.engine.names import (
+from spanguard.streams.engine.names import (
     FoundName,
     NameBook,
     NameScan,
@@ -52,8 +52,8 @@ from streams.engine.names import (
     value_words,
     word_set,
 )
-from streams.engine.typed_values import TypedValues, find_typed
-from streams.engine.words import is_ordinary
+from spanguard.streams.engine.typed_values import TypedValues, find_typed
+from spanguard.streams.engine.words import is_ordinary
 
 __all__ = [
     "DETERMINERS",
@@ -445,7 +445,7 @@ class Scan(NamedTuple):
     pure function of the text, so a caller may keep it per text (the engine does,
     keyed by the text's sha256) and find the anaphors for any ``known_types`` with
     :func:`find_anaphors`, and the book's names with
-    :func:`streams.engine.names.match_book`.
+    :func:`spanguard.streams.engine.names.match_book`.
 
     Tuples of strings and numbers only: the garbage collector stops tracking them
     after its first look, so a cache of scans costs no collection time."""

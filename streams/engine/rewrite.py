@@ -20,15 +20,15 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import ContextRewritten, FaultKind, SnapshotEntry
-from streams.engine import compaction
-from streams.engine.counters import apply_counters, created_counter
-from streams.engine.drift import open_window
-from streams.engine.emit import Emission
-from streams.engine.holdings import Holdings, HoldingsBuilder
-from streams.engine.referent_index import Mention
-from streams.engine.state import BULK_SHARE, SessionState, SpanState
-from streams.engine.summaries import emit_summary_faults, inspect_summaries
+from spanguard.schemas import ContextRewritten, FaultKind, SnapshotEntry
+from spanguard.streams.engine import compaction
+from spanguard.streams.engine.counters import apply_counters, created_counter
+from spanguard.streams.engine.drift import open_window
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
+from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.state import BULK_SHARE, SessionState, SpanState
+from spanguard.streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
 @dataclass(slots=True)

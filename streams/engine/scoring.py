@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import FaultKind, ScoresComputed
-from streams.engine.emit import Emission
-from streams.engine.state import BoundScore, SessionState
+from spanguard.schemas import FaultKind, ScoresComputed
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.state import BoundScore, SessionState
 
 
 def apply_scores(session: SessionState, event: ScoresComputed, emission: Emission) -> None:

@@ -7,7 +7,7 @@ running sums and sorted indexes so that the gate never rescans the session:
 * ``order``: live spans by (position, arrival);
 * ``scores``: bound scores by (score, position, span id), one list per query;
 * ``referents``: who holds which key and type, who mentions them (see
-  :mod:`streams.engine.referent_index`);
+  :mod:`spanguard.streams.engine.referent_index`);
 * running sums of live tokens and bound scores, and the set of stale spans.
 """
 
@@ -21,8 +21,8 @@ from datetime import datetime
 
 from sortedcontainers import SortedList
 
-from streams.engine.names import NameBook
-from streams.engine.referent_index import Mention, OrderKey, ReferentIndex
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referent_index import Mention, OrderKey, ReferentIndex
 
 
 @dataclass(slots=True)

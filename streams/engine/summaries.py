@@ -24,10 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import FaultKind, SnapshotEntry, text_sha256
-from streams.engine.config import EngineSettings
-from streams.engine.emit import Emission
-from streams.engine.state import SessionState, SpanState
+from spanguard.schemas import FaultKind, SnapshotEntry, text_sha256
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.state import SessionState, SpanState
 
 EMPTY_TEXT_SHA256 = text_sha256("")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from schemas import INPUT_ADAPTER, InputEvent, text_sha256
+from spanguard.schemas import INPUT_ADAPTER, InputEvent, text_sha256
 
 Json = dict[str, Any]
 

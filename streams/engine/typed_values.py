@@ -2,7 +2,7 @@
 
 Agents see identifiers mostly in tool results (``{"reservation_id": "NO6JO3",
 "price": 1268}``) and people give phone numbers in groups (``01223 356354``).
-The scanner of :mod:`streams.engine.referents` reads words; this module reads
+The scanner of :mod:`spanguard.streams.engine.referents` reads words; this module reads
 these two shapes first, so that:
 
 * a phone number is one identifier keyed by its digits alone, whatever its
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from streams.engine.names import HEAD_NOUNS
+from spanguard.streams.engine.names import HEAD_NOUNS
 
 __all__ = ["IDENTIFYING_FIELDS", "FieldValue", "Phone", "TypedValues", "field_noun", "find_typed"]
 
@@ -106,7 +106,7 @@ def field_noun(field: str) -> tuple[str, bool] | None:
 
     ``reservation_id`` -> ``reservation``; ``first_name`` -> ``name``;
     ``hotel_name`` -> ``hotel`` (the word before ``name`` types it when it is a
-    head noun of :mod:`streams.engine.names`).
+    head noun of :mod:`spanguard.streams.engine.names`).
     """
     words = [w for w in _CAMEL.sub("_", field).lower().replace("-", "_").split("_") if w]
     if not words or words[-1] not in IDENTIFYING_FIELDS:

@@ -1,9 +1,9 @@
 """Fleet monitoring: windowed aggregates, alert rules, metrics and the session inspector.
 
 Everything in this package is plain Python (no Faust import), so it is unit
-tested on engine outputs directly; :mod:`streams.app.fleet` wires it into the
+tested on engine outputs directly; :mod:`spanguard.streams.app.fleet` wires it into the
 worker (the runtime's hook, the aggregator service, a timer) and
-:mod:`streams.app.web` serves it.
+:mod:`spanguard.streams.app.web` serves it.
 
 * :mod:`~streams.fleet.config`: :class:`FleetSettings`;
 * :mod:`~streams.fleet.combiner`: the runtime's fleet hook (metrics, timelines, partial

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import (
+from spanguard.schemas import (
     AlertWindow,
     ContextCompacted,
     EvictionDecided,
@@ -30,8 +30,8 @@ from schemas import (
     Severity,
     SpanPinned,
 )
-from streams.fleet.observations import Observation, to_datetime
-from streams.fleet.topk import SpaceSaving
+from spanguard.streams.fleet.observations import Observation, to_datetime
+from spanguard.streams.fleet.topk import SpaceSaving
 
 SEVERITY_WEIGHT: dict[str, int] = {"info": 1, "warning": 3, "critical": 9}
 """How much a fault adds to its session's badness in the worst-sessions ranking."""

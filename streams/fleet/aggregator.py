@@ -35,13 +35,13 @@ from typing import Any, TypeVar
 
 import orjson
 
-from schemas import FleetAlert
-from schemas.codec import encode_output
-from streams.fleet.combiner import Partial
-from streams.fleet.evaluator import FleetEvaluator, Outcome
-from streams.runtime.errors import FencedError, retry_until_done
-from streams.runtime.ports import Ack, PartitionWriter, Transport
-from streams.runtime.records import InputRecord, OutRecord, latest_per_key
+from spanguard.schemas import FleetAlert
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.fleet.combiner import Partial
+from spanguard.streams.fleet.evaluator import FleetEvaluator, Outcome
+from spanguard.streams.runtime.errors import FencedError, retry_until_done
+from spanguard.streams.runtime.ports import Ack, PartitionWriter, Transport
+from spanguard.streams.runtime.records import InputRecord, OutRecord, latest_per_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -29,9 +29,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 
-from streams.fleet.alerts import AlertState
-from streams.fleet.observations import to_datetime
-from streams.fleet.rules import FaultCountRule, Rule
+from spanguard.streams.fleet.alerts import AlertState
+from spanguard.streams.fleet.observations import to_datetime
+from spanguard.streams.fleet.rules import FaultCountRule, Rule
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from schemas import FleetAlert, Severity
-from streams.engine.emit import output_id
-from streams.fleet.aggregates import Window
-from streams.fleet.observations import to_datetime
-from streams.fleet.rules import Evaluation, Rule
+from spanguard.schemas import FleetAlert, Severity
+from spanguard.streams.engine.emit import output_id
+from spanguard.streams.fleet.aggregates import Window
+from spanguard.streams.fleet.observations import to_datetime
+from spanguard.streams.fleet.rules import Evaluation, Rule
 
 Status = Literal["firing", "resolved"]
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import orjson
 
-from schemas import OutputEvent
-from streams.engine.engine import Engine
-from streams.fleet.aggregates import WindowCounts, window_of
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.observations import parse_ts
-from streams.fleet.recent import RecentRecords, input_summary, outputs_summary
+from spanguard.schemas import OutputEvent
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.fleet.aggregates import WindowCounts, window_of
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.fleet.observations import parse_ts
+from spanguard.streams.fleet.recent import RecentRecords, input_summary, outputs_summary
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from streams.fleet.alertmanager import alerts_endpoint
-from streams.fleet.auth import TenantToken
-from streams.fleet.otel import logs_endpoint
+from spanguard.streams.fleet.alertmanager import alerts_endpoint
+from spanguard.streams.fleet.auth import TenantToken
+from spanguard.streams.fleet.otel import logs_endpoint
 
 
 class FleetSettings(BaseModel):

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import FleetAlert
-from streams.fleet.aggregates import Window, WindowCounts, window_of
-from streams.fleet.alerts import AlertBook, AlertState
-from streams.fleet.config import FleetSettings
-from streams.fleet.observations import Observation
-from streams.fleet.rules import Rule
+from spanguard.schemas import FleetAlert
+from spanguard.streams.fleet.aggregates import Window, WindowCounts, window_of
+from spanguard.streams.fleet.alerts import AlertBook, AlertState
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import Rule
 
 
 @dataclass(slots=True)

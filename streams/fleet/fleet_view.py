@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streams.fleet.aggregates import (
+from spanguard.streams.fleet.aggregates import (
     CLEAN,
     CRITICAL,
     LOST,
@@ -28,9 +28,9 @@ from streams.fleet.aggregates import (
     outcome_rank,
     worst_outcome,
 )
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.observations import to_datetime
-from streams.fleet.topk import SpaceSaving
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.observations import to_datetime
+from spanguard.streams.fleet.topk import SpaceSaving
 
 WORST_PER_TENANT = 3
 """Worst sessions listed per tenant (every listed tenant gets its own, so a quiet

@@ -39,7 +39,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from schemas import (
+from spanguard.schemas import (
     DEFAULT_SEVERITY,
     Action,
     ContextCompacted,
@@ -54,7 +54,7 @@ from schemas import (
     Severity,
     SpanPinned,
 )
-from streams.engine.engine import Engine
+from spanguard.streams.engine.engine import Engine
 
 OTHER = "other"
 """The tenant label of every tenant past the cap."""

@@ -29,7 +29,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from schemas import ContextCompacted, EvictionDecided, IntegrityFault, OutputEvent, SpanPinned
+from spanguard.schemas import (
+    ContextCompacted,
+    EvictionDecided,
+    IntegrityFault,
+    OutputEvent,
+    SpanPinned,
+)
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
-from schemas import (
+from spanguard.schemas import (
     ContextCompacted,
     EventRejected,
     EvictionDecided,

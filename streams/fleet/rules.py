@@ -38,8 +38,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from schemas import FaultKind, Severity
-from streams.fleet.aggregates import OUTCOMES, WindowCounts, outcome_rank
+from spanguard.schemas import FaultKind, Severity
+from spanguard.streams.fleet.aggregates import OUTCOMES, WindowCounts, outcome_rank
 
 RuleName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.engine.state import SessionState, SpanState
-from streams.fleet.recent import Summary
+from spanguard.streams.engine.state import SessionState, SpanState
+from spanguard.streams.fleet.recent import Summary
 
 HASH_PREFIX = 12
 """Hex digits of a span's text hash shown (enough to tell versions apart)."""

@@ -33,8 +33,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.engine.referents import extract
-from streams.kafka_io.security import aiokafka_security
+from spanguard.streams.engine.referents import extract
+from spanguard.streams.kafka_io.security import aiokafka_security
 
 __all__ = [
     "MIN_TEXT_CHARS",
@@ -356,11 +356,11 @@ async def privacy_scan(
 ) -> PrivacyReport:
     """Scan a deployment for the texts and clear keys of a processed trace.
 
-    ``settings`` is a :class:`streams.settings.Settings`: its broker, credentials,
+    ``settings`` is a :class:`spanguard.streams.settings.Settings`: its broker, credentials,
     topic prefix and app id say where to look. Call it after a worker has processed
     ``trace_lines``; ``report.clean`` is the verdict.
     """
-    from streams.kafka_io.traces import bootstrap_servers
+    from spanguard.streams.kafka_io.traces import bootstrap_servers
 
     needles = needles_from_trace(trace_lines)
     report = PrivacyReport(needles)

@@ -10,10 +10,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
-from schemas import OUTPUT_SUFFIXES
-from streams.kafka_io.security import aiokafka_security
-from streams.kafka_io.traces import bootstrap_servers
-from streams.settings import Settings
+from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.streams.kafka_io.security import aiokafka_security
+from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.settings import Settings
 
 #: Room for a record's envelope beside its value (key, headers, batch header).
 _ENVELOPE_BYTES = 64 * 1024

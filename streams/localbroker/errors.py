@@ -1,4 +1,4 @@
-"""The one exception type of :mod:`streams.localbroker` (its own module, so that the Java,
+"""The one exception type of :mod:`spanguard.streams.localbroker` (its own module, so that the Java,
 jar and broker modules can all raise it without importing each other)."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from streams.localbroker.errors import BrokerError
+from spanguard.streams.localbroker.errors import BrokerError
 
 __all__ = [
     "BASE_URL_ENV",

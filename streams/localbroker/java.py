@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.localbroker.errors import BrokerError
+from spanguard.streams.localbroker.errors import BrokerError
 
 __all__ = ["JAVA_ENV", "MIN_JAVA_MAJOR", "JavaRuntime", "find_java", "java_version"]
 

@@ -5,8 +5,8 @@ against (issue 14): a deliberately simple, slow interpreter that keeps each
 session as plain dicts of spans and recomputes everything it needs from
 scratch for every event (no indexes, no incremental state).
 
-The only code it shares with :mod:`streams.engine` is the one the contract
-itself names as shared: the extractor of :mod:`streams.engine.referents` is the
+The only code it shares with :mod:`spanguard.streams.engine` is the one the contract
+itself names as shared: the extractor of :mod:`spanguard.streams.engine.referents` is the
 reference implementation of the referent rules (see :mod:`.extract`). A test
 (``tests/reference/test_independence.py``) checks the imports with ``ast``.
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import (
+from spanguard.schemas import (
     ContextCompacted,
     EventRejected,
     EvictionDecided,
@@ -19,8 +19,8 @@ from schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
-from streams.reference.model import ReferenceModel
-from streams.reference.outcome import (
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.reference.outcome import (
     Compacted,
     Decision,
     Fault,

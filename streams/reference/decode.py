@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas import INPUT_ADAPTER, INPUT_TYPES, InputEvent
+from spanguard.schemas import INPUT_ADAPTER, INPUT_TYPES, InputEvent
 
 MAX_EVENT_BYTES = 1 << 20
 """Inputs larger than this are ``TOO_LARGE`` (the contract's 1 MiB request)."""

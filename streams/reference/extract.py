@@ -3,9 +3,9 @@
 Shared code, on purpose: the contract says "the project's extractor module is
 the reference implementation of these rules (the client side uses the same
 code)", so the identifier, name and anaphor rules are taken from the pure
-function :func:`streams.engine.referents.extract`, with the session's name
-book as that function keeps it (:class:`streams.engine.names.NameBook`, raw
-keys: the reference never hashes). Nothing else of :mod:`streams.engine` is
+function :func:`spanguard.streams.engine.referents.extract`, with the session's name
+book as that function keeps it (:class:`spanguard.streams.engine.names.NameBook`, raw
+keys: the reference never hashes). Nothing else of :mod:`spanguard.streams.engine` is
 used by the reference model. Everything built on top (binding, resolution,
 pinning) is re-derived here from the contract.
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
-from schemas import MentionIn, Referent
-from streams.engine.names import NameBook
-from streams.engine.referents import extract
+from spanguard.schemas import MentionIn, Referent
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import extract
 
 __all__ = [
     "Mention",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from schemas import EvictionRequested
-from streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute
-from streams.reference.state import POISONED_AT, Session, Span, all_mentions, binder
+from spanguard.schemas import EvictionRequested
+from spanguard.streams.reference.outcome import Decision, Fault, Outcome, Pin, Recompute
+from spanguard.streams.reference.state import POISONED_AT, Session, Span, all_mentions, binder
 
 STALL_AFTER = 3
 """The contract's default: FREEZEs in a row that raise ``PRUNING_STALLED``."""

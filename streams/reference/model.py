@@ -33,7 +33,7 @@ a record's ``faults`` are every fault of its event, sequence and drift included.
 
 from __future__ import annotations
 
-from schemas import (
+from spanguard.schemas import (
     ContextRewritten,
     EvictionRequested,
     InputEvent,
@@ -41,12 +41,12 @@ from schemas import (
     SessionClosed,
     SpanAdded,
 )
-from streams.reference.decode import Refused, read_line
-from streams.reference.extract import from_harness, from_text
-from streams.reference.gate import decide
-from streams.reference.outcome import Fault, Outcome, Rejected
-from streams.reference.rewrite import counter_faults, list_faults, rewrite
-from streams.reference.state import DEDUP_WINDOW, POISONED_AT, Bound, Session, Span
+from spanguard.streams.reference.decode import Refused, read_line
+from spanguard.streams.reference.extract import from_harness, from_text
+from spanguard.streams.reference.gate import decide
+from spanguard.streams.reference.outcome import Fault, Outcome, Rejected
+from spanguard.streams.reference.rewrite import counter_faults, list_faults, rewrite
+from spanguard.streams.reference.state import DEDUP_WINDOW, POISONED_AT, Bound, Session, Span
 
 DRIFT_TOLERANCE = 0.05
 """The contract's default drift tolerance (relative rise of mean relevance)."""

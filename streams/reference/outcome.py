@@ -21,7 +21,7 @@ class Fault:
     span_ids: frozenset[str]
     details: tuple[tuple[str | int, ...], ...] = ()
     """Contract 1.2 kinds: what the evidence must state, one tuple per item
-    (see :func:`streams.reference.compare.details_of`)."""
+    (see :func:`spanguard.streams.reference.compare.details_of`)."""
 
 
 @dataclass(frozen=True, slots=True)

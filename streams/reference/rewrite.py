@@ -7,10 +7,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from schemas import DEFAULT_SEVERITY, ContextRewritten, FaultKind, SnapshotEntry
-from streams.reference.extract import Referents, from_harness, from_text
-from streams.reference.outcome import Compacted, Fault, Outcome
-from streams.reference.state import (
+from spanguard.schemas import DEFAULT_SEVERITY, ContextRewritten, FaultKind, SnapshotEntry
+from spanguard.streams.reference.extract import Referents, from_harness, from_text
+from spanguard.streams.reference.outcome import Compacted, Fault, Outcome
+from spanguard.streams.reference.state import (
     POISONED_AT,
     REWRITE_OF_REWRITE_AT,
     Session,

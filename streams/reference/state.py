@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from streams.reference.extract import Mention, NameBook, Referents, copy_book
+from spanguard.streams.reference.extract import Mention, NameBook, Referents, copy_book
 
 REWRITE_OF_REWRITE_AT = 2
 """The contract's default: a counter reaching 2 raises ``REWRITE_OF_REWRITE``."""

@@ -3,7 +3,7 @@
 Framework-free (no Faust import): :class:`~streams.runtime.runtime.Runtime`
 drives one :class:`~streams.engine.engine.Engine` per assigned input partition
 through a :class:`~streams.runtime.ports.Transport`. The Kafka transport
-(:mod:`streams.runtime.kafka_transport`, aiokafka) runs it in the worker; the
-in-memory one (:mod:`streams.runtime.memory`) runs the same code in tests, with
-a crash injectable at any write (:mod:`streams.runtime.testing`).
+(:mod:`spanguard.streams.runtime.kafka_transport`, aiokafka) runs it in the worker; the
+in-memory one (:mod:`spanguard.streams.runtime.memory`) runs the same code in tests, with
+a crash injectable at any write (:mod:`spanguard.streams.runtime.testing`).
 """

@@ -23,9 +23,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import ProducerFenced, TopicAlreadyExistsError
 
-from streams.runtime.config import RuntimeConfig
-from streams.runtime.errors import FencedError
-from streams.runtime.records import InputRecord, OutRecord
+from spanguard.streams.runtime.config import RuntimeConfig
+from spanguard.streams.runtime.errors import FencedError
+from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """An in-memory Kafka for the runtime: topics, transactions, fencing, offsets.
 
 It keeps exactly the semantics the runtime relies on, so the broker-less tests
-(:mod:`streams.runtime.testing`) exercise the real ordering and persistence
+(:mod:`spanguard.streams.runtime.testing`) exercise the real ordering and persistence
 code: records of an open transaction are invisible to read-committed readers
 and block them (the last stable offset), an aborted transaction's records are
 never visible, opening a partition's writer fences the previous one and aborts
@@ -17,9 +17,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.kafka_io.partitioning import partition_for
-from streams.runtime.errors import FencedError
-from streams.runtime.records import InputRecord, OutRecord
+from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.runtime.errors import FencedError
+from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 
 class Crash(BaseException):

@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from schemas import OutputEvent, RejectReason
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.partitioning import partition_for
-from streams.kafka_io.traces import session_key
-from streams.runtime.ports import FleetHook, PartitionWriter
-from streams.runtime.records import InputRecord
+from spanguard.schemas import OutputEvent, RejectReason
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.traces import session_key
+from spanguard.streams.runtime.ports import FleetHook, PartitionWriter
+from spanguard.streams.runtime.records import InputRecord
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
-from streams.runtime.records import InputRecord, OutRecord
+from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 Ack = Awaitable[Any]
 """Resolves when the broker acknowledged a record (raises if it could not be written)."""

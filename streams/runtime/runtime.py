@@ -35,16 +35,22 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from schemas import TOPIC_OF, ContextCompacted, EventRejected, EvictionDecided, OutputEvent
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine
-from streams.engine.state import SessionState
-from streams.runtime.config import RuntimeConfig
-from streams.runtime.errors import FencedError, retriable, retry_until_done
-from streams.runtime.partition import PartitionState
-from streams.runtime.ports import Ack, FleetHook, Transport
-from streams.runtime.records import InputRecord, OutRecord, latest_per_key
+from spanguard.schemas import (
+    TOPIC_OF,
+    ContextCompacted,
+    EventRejected,
+    EvictionDecided,
+    OutputEvent,
+)
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.engine.state import SessionState
+from spanguard.streams.runtime.config import RuntimeConfig
+from spanguard.streams.runtime.errors import FencedError, retriable, retry_until_done
+from spanguard.streams.runtime.partition import PartitionState
+from spanguard.streams.runtime.ports import Ack, FleetHook, Transport
+from spanguard.streams.runtime.records import InputRecord, OutRecord, latest_per_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -15,13 +15,13 @@ from collections.abc import Iterable, Sequence
 
 import orjson
 
-from schemas import ID_FIELD, OUTPUT_SUFFIXES
-from streams.engine.config import EngineSettings
-from streams.kafka_io.partitioning import partition_for
-from streams.runtime.config import RuntimeConfig
-from streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
-from streams.runtime.ports import FleetHook
-from streams.runtime.runtime import Runtime
+from spanguard.schemas import ID_FIELD, OUTPUT_SUFFIXES
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.runtime.config import RuntimeConfig
+from spanguard.streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
+from spanguard.streams.runtime.ports import FleetHook
+from spanguard.streams.runtime.runtime import Runtime
 
 
 def session_key(line: bytes) -> bytes | None:

@@ -1,13 +1,19 @@
 """spanguard's client SDK: report an agent's context, ask the gate before evicting.
 
-Imports no Faust (``import streams.sdk`` loads neither ``faust`` nor ``mode``
+Imports no Faust (``import spanguard.streams.sdk`` loads neither ``faust`` nor ``mode``
 nor ``rocksdict``). Start with :class:`SpanguardClient` (async) or
 :class:`SyncSpanguardClient`; framework adapters live in
-``streams.sdk.adapters`` and import their framework only there. See docs/sdk.md.
+``spanguard.streams.sdk.adapters`` and import their framework only there. See docs/sdk.md.
 """
 
-from streams.sdk.client import DEFAULT_TIMEOUT, Renewal, RewriteReport, Session, SpanguardClient
-from streams.sdk.compaction import (
+from spanguard.streams.sdk.client import (
+    DEFAULT_TIMEOUT,
+    Renewal,
+    RewriteReport,
+    Session,
+    SpanguardClient,
+)
+from spanguard.streams.sdk.compaction import (
     DEFAULT_VETO,
     CompactionGuard,
     CompactionOutcome,
@@ -15,9 +21,9 @@ from streams.sdk.compaction import (
     SpanguardFaultError,
     gate_compaction,
 )
-from streams.sdk.decision import Decision, Pin
-from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
-from streams.sdk.messages import (
+from spanguard.streams.sdk.decision import Decision, Pin
+from spanguard.streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
+from spanguard.streams.sdk.messages import (
     DEFAULT_PROTECT,
     Message,
     Protect,
@@ -25,8 +31,8 @@ from streams.sdk.messages import (
     TokenCounter,
     approximate_tokens,
 )
-from streams.sdk.sync import SyncSession, SyncSpanguardClient
-from streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker, Violation
+from spanguard.streams.sdk.sync import SyncSession, SyncSpanguardClient
+from spanguard.streams.sdk.tracker import EvictionOptions, RewriteDiff, SpanTracker, Violation
 
 __all__ = [
     "DEFAULT_PROTECT",

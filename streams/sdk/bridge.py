@@ -2,7 +2,7 @@
 
 A Kafka session belongs to the event loop of its link; an offline one to no
 loop. Sync hooks (``agent.invoke``) block on the session's loop (the shared
-background loop of :mod:`streams.sdk.sync` for offline sessions); async hooks
+background loop of :mod:`spanguard.streams.sdk.sync` for offline sessions); async hooks
 (``agent.ainvoke``) await directly when they already run on that loop.
 """
 
@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from streams.sdk.client import Session
-from streams.sdk.sync import SyncSession, run_on_background_loop
+from spanguard.streams.sdk.client import Session
+from spanguard.streams.sdk.sync import SyncSession, run_on_background_loop
 
 T = TypeVar("T")
 AnySession = Session | SyncSession

@@ -6,7 +6,7 @@ Two modes, one API:
   ``<prefix>.events`` keyed by session with the murmur2 partitioner; the
   process's one output consumer brings the decisions back.
 * **Offline** (``SpanguardClient.offline()``): the same events drive the
-  engine in process (``streams.engine.engine.Engine``): no broker, for tests
+  engine in process (``spanguard.streams.engine.engine.Engine``): no broker, for tests
   and notebooks.
 
 In both modes the client keeps a local engine fed with exactly the events it
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self, Unpack
 
-from schemas import (
+from spanguard.schemas import (
     ContextCompacted,
     EventRejected,
     EvictionDecided,
@@ -39,13 +39,13 @@ from schemas import (
     SessionClosed,
     SpanAdded,
 )
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.engine.gate import pinned_set
-from streams.sdk.decision import Decision, Pin
-from streams.sdk.inbox import Inbox
-from streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
-from streams.sdk.messages import (
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.gate import pinned_set
+from spanguard.streams.sdk.decision import Decision, Pin
+from spanguard.streams.sdk.inbox import Inbox
+from spanguard.streams.sdk.kafka_link import KafkaLink, SpanguardUnavailable
+from spanguard.streams.sdk.messages import (
     DEFAULT_PROTECT,
     Message,
     Protect,
@@ -53,7 +53,7 @@ from streams.sdk.messages import (
     approximate_tokens,
     check_policy,
 )
-from streams.sdk.tracker import EvictionOptions, Extractor, RewriteDiff, SpanTracker
+from spanguard.streams.sdk.tracker import EvictionOptions, Extractor, RewriteDiff, SpanTracker
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SpanguardClient:
         self.token_counter = token_counter
         self.extractor = extractor
         """The harness's own referent extractor for every session (see
-        :data:`streams.sdk.tracker.Extractor`)."""
+        :data:`spanguard.streams.sdk.tracker.Extractor`)."""
         self.protect = check_policy(protect)
         """Which messages every session protects (see :data:`~streams.sdk.messages.Protect`):
         by default the system prompt and the user's first message."""
@@ -322,7 +322,7 @@ class Session:
     def pins_for(self, removal: Collection[str]) -> list[Pin] | None:
         """The messages of ``removal`` that a message outside it still refers to,
         closed transitively over their own mentions: the gate's pinned set (its step 1,
-        ``streams.engine.gate.pinned_set``) computed on the local engine's state of
+        ``spanguard.streams.engine.gate.pinned_set``) computed on the local engine's state of
         the session, which it only reads. Ids the engine does not hold as live are
         ignored. None without a local engine (``mirror=False``): nothing to compute on.
         """

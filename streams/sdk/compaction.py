@@ -43,12 +43,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
-from schemas import ContextCompacted, FaultKind, IntegrityFault
-from streams.sdk.bridge import AnySession, unwrap
-from streams.sdk.client import Session
-from streams.sdk.decision import Decision, Pin
-from streams.sdk.messages import Message, Protect, TokenCounter, check_policy
-from streams.sdk.tracker import SpanTracker, Violation
+from spanguard.schemas import ContextCompacted, FaultKind, IntegrityFault
+from spanguard.streams.sdk.bridge import AnySession, unwrap
+from spanguard.streams.sdk.client import Session
+from spanguard.streams.sdk.decision import Decision, Pin
+from spanguard.streams.sdk.messages import Message, Protect, TokenCounter, check_policy
+from spanguard.streams.sdk.tracker import SpanTracker, Violation
 
 DEFAULT_VETO: frozenset[FaultKind] = frozenset(
     {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas import (
+from spanguard.schemas import (
     Action,
     EvictionDecided,
     IntegrityFault,

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas import ID_FIELD, EvictionDecided, IntegrityFault, OutputEvent
+from spanguard.schemas import ID_FIELD, EvictionDecided, IntegrityFault, OutputEvent
 
 Predicate = Callable[[], bool]
 

@@ -19,10 +19,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from schemas import FleetAlert, InputEvent
-from schemas.codec import decode_output
-from streams.kafka_io.traces import bootstrap_servers, murmur2_partitioner
-from streams.sdk.inbox import Inbox
+from spanguard.schemas import FleetAlert, InputEvent
+from spanguard.schemas.codec import decode_output
+from spanguard.streams.kafka_io.traces import bootstrap_servers, murmur2_partitioner
+from spanguard.streams.sdk.inbox import Inbox
 
 log = logging.getLogger(__name__)
 

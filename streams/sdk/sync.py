@@ -12,11 +12,11 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar, Unpack
 
-from schemas import IntegrityFault
-from streams.sdk.client import Renewal, RewriteReport, Session, SpanguardClient
-from streams.sdk.decision import Decision
-from streams.sdk.messages import Message, Protect
-from streams.sdk.tracker import EvictionOptions
+from spanguard.schemas import IntegrityFault
+from spanguard.streams.sdk.client import Renewal, RewriteReport, Session, SpanguardClient
+from spanguard.streams.sdk.decision import Decision
+from spanguard.streams.sdk.messages import Message, Protect
+from spanguard.streams.sdk.tracker import EvictionOptions
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypedDict, Unpack
 
-from schemas import (
+from spanguard.schemas import (
     ContextRewritten,
     EvictionPolicy,
     EvictionRequested,
@@ -38,9 +38,9 @@ from schemas import (
     SpanAdded,
     text_sha256,
 )
-from streams.engine.names import NameBook
-from streams.engine.referents import extract
-from streams.sdk.messages import (
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import extract
+from spanguard.streams.sdk.messages import (
     DEFAULT_PROTECT,
     USER_ROLES,
     Message,

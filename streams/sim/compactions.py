@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from streams.engine.trace import SessionScript, interleave
+from spanguard.streams.engine.trace import SessionScript, interleave
 
 SYSTEM = "You are the support agent of Acme. Never share card numbers."
 TASK = "My order 55012 arrived broken; I want a refund to account 8841-C."

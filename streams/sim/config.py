@@ -1,7 +1,7 @@
 """What ``spanguard simulate`` generates: :class:`SimConfig`, the fault mix, and the
 engine settings the truth assumes.
 
-The engine defaults come from :class:`streams.engine.config.EngineSettings` (one
+The engine defaults come from :class:`spanguard.streams.engine.config.EngineSettings` (one
 source; a test checks that the reference model that makes the truth reads the
 contract's defaults the same way). They are written into the truth file so that
 a replay with other settings can be told apart.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streams.engine.config import EngineSettings
-from streams.sim.injections import INJECTIONS
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.sim.injections import INJECTIONS
 
 ASSUMED_SETTINGS = (
     "drift_tolerance",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from schemas import text_sha256
+from spanguard.schemas import text_sha256
 
 Json = dict[str, Any]
 

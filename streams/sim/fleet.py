@@ -19,12 +19,12 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from streams.sim.config import LONG_SESSION_EVENTS, SimConfig
-from streams.sim.injections import LOOKALIKES, REGISTRY
-from streams.sim.plan import Record, TextRecord
-from streams.sim.session import SessionGenerator
-from streams.sim.truth import DeadLetterTruth, FleetTruth, SessionTruth
-from streams.sim.vocab import DOMAIN_WEIGHTS, DOMAINS
+from spanguard.streams.sim.config import LONG_SESSION_EVENTS, SimConfig
+from spanguard.streams.sim.injections import LOOKALIKES, REGISTRY
+from spanguard.streams.sim.plan import Record, TextRecord
+from spanguard.streams.sim.session import SessionGenerator
+from spanguard.streams.sim.truth import DeadLetterTruth, FleetTruth, SessionTruth
+from spanguard.streams.sim.vocab import DOMAIN_WEIGHTS, DOMAINS
 
 TENANT_NAMES = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
 EPOCH = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

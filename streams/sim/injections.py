@@ -14,10 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from schemas import FaultKind, RejectReason
-from streams.reference.outcome import Compacted
-from streams.reference.rewrite import THRASH_AFTER, THRASH_MIN_REDUCTION, THRASH_WITHIN_TURNS
-from streams.sim.plan import (
+from spanguard.schemas import FaultKind, RejectReason
+from spanguard.streams.reference.outcome import Compacted
+from spanguard.streams.reference.rewrite import (
+    THRASH_AFTER,
+    THRASH_MIN_REDUCTION,
+    THRASH_WITHIN_TURNS,
+)
+from spanguard.streams.sim.plan import (
     AddOp,
     EvictOp,
     NextTurn,
@@ -26,9 +30,9 @@ from streams.sim.plan import (
     anaphors_of,
     score_of,
 )
-from streams.sim.steps import Steps
-from streams.sim.texts import Beat, compose, tool_call
-from streams.sim.vocab import CONDENSED_PROMPT, DIGEST_FORMS
+from spanguard.streams.sim.steps import Steps
+from spanguard.streams.sim.texts import Beat, compose, tool_call
+from spanguard.streams.sim.vocab import CONDENSED_PROMPT, DIGEST_FORMS
 
 Plan = Callable[[Planner], bool]
 """Builds one attempt of a step on a planner; False when it finds no place."""

@@ -3,7 +3,7 @@
 A step of the agent loop (a turn, a compaction, an eviction, an injection) is a
 list of operations (:data:`Op`). :class:`Planner` renders each one as the input
 event the harness would publish and feeds it to a copy of the session in the
-independent reference model (:mod:`streams.reference`, written from the
+independent reference model (:mod:`spanguard.streams.reference`, written from the
 contract); the outcomes it returns (faults, rejections, decisions, pins) are
 what the contract says the event causes. A step is kept only when those are
 exactly the faults it means to inject (none for a healthy step). So the truth
@@ -22,15 +22,15 @@ from dataclasses import dataclass, field, replace
 
 import orjson
 
-from schemas import INPUT_ADAPTER, EvictionRequested, FaultKind, RejectReason, text_sha256
-from streams.reference.extract import Mention
-from streams.reference.gate import requested_spans
-from streams.reference.model import ReferenceModel
-from streams.reference.outcome import Decision, Fault, Outcome, Pin, Rejected
-from streams.reference.state import POISONED_AT, Session, Span, binder
-from streams.sim.events import SCORER, EventWriter, Json
-from streams.sim.texts import Conversation, Entity, Hold, Text
-from streams.sim.truth import DeadLetterTruth
+from spanguard.schemas import INPUT_ADAPTER, EvictionRequested, FaultKind, RejectReason, text_sha256
+from spanguard.streams.reference.extract import Mention
+from spanguard.streams.reference.gate import requested_spans
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.reference.outcome import Decision, Fault, Outcome, Pin, Rejected
+from spanguard.streams.reference.state import POISONED_AT, Session, Span, binder
+from spanguard.streams.sim.events import SCORER, EventWriter, Json
+from spanguard.streams.sim.texts import Conversation, Entity, Hold, Text
+from spanguard.streams.sim.truth import DeadLetterTruth
 
 
 @dataclass(slots=True)

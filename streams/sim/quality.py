@@ -36,7 +36,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from streams.sim.truth import FleetTruth
+from spanguard.streams.sim.truth import FleetTruth
 
 ID_FIELDS = (
     "fault_id",

@@ -1,6 +1,6 @@
 """Hand-written agent sessions: the example traces, and the demo fleet built from them.
 
-Regenerate the examples with ``python -m streams.sim.scenarios``.
+Regenerate the examples with ``python -m spanguard.streams.sim.scenarios``.
 
 * ``healthy.jsonl``: a support-triage session whose compactions declare what
   they change, invalidate the scores they break and are re-scored before the
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from streams.engine.trace import SessionScript, interleave
-from streams.sim.texts import Entity, compose
+from spanguard.streams.engine.trace import SessionScript, interleave
+from spanguard.streams.sim.texts import Entity, compose
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

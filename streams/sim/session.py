@@ -2,9 +2,9 @@
 
 :class:`SessionGenerator` plays the loop (turns, compactions every two or three
 turns, eviction requests every two or three turns), places the injections it
-was given (entries of :data:`streams.sim.injections.REGISTRY`) one turn apart,
+was given (entries of :data:`spanguard.streams.sim.injections.REGISTRY`) one turn apart,
 and commits every step only when the planner's reference model confirms it
-(:mod:`streams.sim.plan`). What it commits becomes the session's records and
+(:mod:`spanguard.streams.sim.plan`). What it commits becomes the session's records and
 its truth: the faults of the injections (at the event that causes them, naming
 the spans the reference names), the dead letters, and for every eviction
 request what the contract prescribes.
@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
-from streams.sim.events import EventWriter
-from streams.sim.plan import (
+from spanguard.streams.sim.events import EventWriter
+from spanguard.streams.sim.plan import (
     AddOp,
     CloseOp,
     EvictOp,
@@ -31,12 +31,12 @@ from streams.sim.plan import (
     Step,
     TextRecord,
 )
-from streams.sim.steps import Steps
-from streams.sim.texts import Conversation, Domain
-from streams.sim.truth import EvictionTruth, FaultTruth, SessionTruth
+from spanguard.streams.sim.steps import Steps
+from spanguard.streams.sim.texts import Conversation, Domain
+from spanguard.streams.sim.truth import EvictionTruth, FaultTruth, SessionTruth
 
 if TYPE_CHECKING:
-    from streams.sim.injections import Injection, Lookalike
+    from spanguard.streams.sim.injections import Injection, Lookalike
 
 REDELIVERY_RATE = 0.08
 """Chance per turn that a recent event is delivered again (harmless noise)."""

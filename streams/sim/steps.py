@@ -5,7 +5,7 @@ its committed state) and builds plans on a :class:`~streams.sim.plan.Planner`:
 a turn of the agent loop with its scoring pass, a compaction (summaries with
 ``derived_from``, paraphrases; declared, invalidated and re-scored so that the
 mean relevance stays flat), an eviction request, and the building blocks the
-injections (:mod:`streams.sim.injections`) bend into faults. Whether a plan is
+injections (:mod:`spanguard.streams.sim.injections`) bend into faults. Whether a plan is
 kept is decided by the planner's reference model, not here.
 """
 
@@ -16,12 +16,16 @@ import random
 from collections.abc import Container, Sequence
 from typing import Any
 
-from schemas import FaultKind, RejectReason, text_sha256
-from streams.reference.model import DRIFT_TOLERANCE
-from streams.reference.rewrite import THRASH_AFTER, THRASH_MIN_REDUCTION, THRASH_WITHIN_TURNS
-from streams.reference.state import POISONED_AT
-from streams.sim.events import SCORER
-from streams.sim.plan import (
+from spanguard.schemas import FaultKind, RejectReason, text_sha256
+from spanguard.streams.reference.model import DRIFT_TOLERANCE
+from spanguard.streams.reference.rewrite import (
+    THRASH_AFTER,
+    THRASH_MIN_REDUCTION,
+    THRASH_WITHIN_TURNS,
+)
+from spanguard.streams.reference.state import POISONED_AT
+from spanguard.streams.sim.events import SCORER
+from spanguard.streams.sim.plan import (
     AddOp,
     BadOp,
     EvictOp,
@@ -36,8 +40,8 @@ from streams.sim.plan import (
     anaphors_of,
     score_of,
 )
-from streams.sim.texts import Beat, Domain, Entity, Text, compose, tool_call
-from streams.sim.vocab import (
+from spanguard.streams.sim.texts import Beat, Domain, Entity, Text, compose, tool_call
+from spanguard.streams.sim.vocab import (
     LOSSY_FORMS,
     LOST_KEYS_FORMS,
     POISON_FORMS,

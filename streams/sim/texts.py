@@ -23,7 +23,7 @@ the "Referents" rules of contract 1.2, so a caller knows each text's referents
 without running the extractor: a name the session's name book already has is
 held under the type the book gives it (the type of its first introduction),
 whatever form repeats it. :class:`Conversation` picks the next message of a
-domain (:mod:`streams.sim.vocab`) and keeps the conversation's entities;
+domain (:mod:`spanguard.streams.sim.vocab`) and keeps the conversation's entities;
 :class:`AgentTexts` is the small public API: a deterministic stream of agent
 messages from a seed, with no side effect at import.
 """
@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from schemas import text_sha256
+from spanguard.schemas import text_sha256
 
 Hold = tuple[str, str]
 """(key, type): an entity a text holds; the key is the identifier case-folded, a

@@ -2,7 +2,7 @@
 
 For every session: whether it is healthy, the faults injected into it
 (``{session_id, tenant, kind, at_event_id}``, from the injections registry,
-each confirmed by the reference model of :mod:`streams.reference` when the
+each confirmed by the reference model of :mod:`spanguard.streams.reference` when the
 step was planned), the dead-letter reasons its malformed records must get,
 and for every eviction request what the contract prescribes and which
 requested spans bind a referent a retained span needs. Only the file's data

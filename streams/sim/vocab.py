@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 
-from streams.sim.texts import Beat, Domain, Entity, Kind
+from spanguard.streams.sim.texts import Beat, Domain, Entity, Kind
 
 CITIES = ("Cambridge", "London", "York", "Leeds", "Boston", "Chicago")
 """The cities the texts travel to and from: always after ``in``, ``from``, ``to``,

@@ -5,7 +5,7 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from streams.cli.main import app
+from spanguard.streams.cli.main import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
@@ -71,11 +71,12 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_compactions_example_is_the_scenarios_and_each_failure_is_told_apart(
     tmp_path: Path,
 ) -> None:
-    from streams.sim.compactions import compaction_fleet
+    from spanguard.streams.sim.compactions import compaction_fleet
 
     example = EXAMPLES / "compactions.jsonl"
     assert example.read_bytes().splitlines() == compaction_fleet(), (
-        "regenerate: examples/compactions.jsonl from streams.sim.compactions.compaction_fleet()"
+        "regenerate: examples/compactions.jsonl from"
+        " spanguard.streams.sim.compactions.compaction_fleet()"
     )
     out = tmp_path / "out.jsonl"
     result = run(str(example), "--out", str(out))

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from schemas import (
+from spanguard.schemas import (
     INPUT_TYPES,
     TOPIC_OF,
     Action,
@@ -118,7 +118,7 @@ def test_the_checks_read_the_page() -> None:
 
 
 def test_every_word_list_of_the_extractor_is_documented_word_for_word() -> None:
-    from streams.engine import names, referents, typed_values
+    from spanguard.streams.engine import names, referents, typed_values
 
     modules = {"names": names, "referents": referents, "typed_values": typed_values}
     documented = dict(re.findall(r"^- `(\w+\.\w+)`: .*? Words: (.*)\.$", _text(), re.M))

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from schemas import INPUT_TYPES, SessionClosed
-from schemas.inputs import null_free_core_schema
-from streams.engine.decode import fresh_validator
+from spanguard.schemas import INPUT_TYPES, SessionClosed
+from spanguard.schemas.inputs import null_free_core_schema
+from spanguard.streams.engine.decode import fresh_validator
 from tests.contract.records import session_closed
 
 

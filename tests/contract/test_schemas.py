@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from schemas import (
+from spanguard.schemas import (
     CONTRACT_ADAPTER,
     INPUT_ADAPTER,
     INPUT_TYPES,
@@ -13,17 +13,17 @@ from schemas import (
     EventRejected,
     SpanAdded,
 )
-from schemas.export import JSON_DIR, render_schemas
+from spanguard.schemas.export import JSON_DIR, render_schemas
 from tests.contract.records import session_closed
 
 
 def test_checked_in_schemas_match_models() -> None:
     rendered = render_schemas()
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in Path(JSON_DIR).glob("*.json")}
-    assert set(on_disk) == set(rendered), "run: python -m schemas.export"
+    assert set(on_disk) == set(rendered), "run: python -m spanguard.schemas.export"
     for name, text in rendered.items():
         assert on_disk[name] == text, (
-            f"{name} drifted from its model; run: python -m schemas.export"
+            f"{name} drifted from its model; run: python -m spanguard.schemas.export"
         )
 
 

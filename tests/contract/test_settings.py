@@ -4,15 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from schemas import FaultKind
-from streams.settings import load_settings, settings_markdown
+from spanguard.schemas import FaultKind
+from spanguard.streams.settings import load_settings, settings_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_reference_is_up_to_date() -> None:
     assert (ROOT / "docs/settings.md").read_text() == settings_markdown(), (
-        "run: python -m streams.settings"
+        "run: python -m spanguard.streams.settings"
     )
 
 

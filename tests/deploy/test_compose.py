@@ -14,10 +14,10 @@ import pytest
 import yaml
 from typer.main import get_command
 
-from streams.cli.main import app
-from streams.engine.config import DEV_SECRET
-from streams.kafka_io.traces import bootstrap_servers
-from streams.settings import Settings, load_settings
+from spanguard.streams.cli.main import app
+from spanguard.streams.engine.config import DEV_SECRET
+from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ("worker", "producer")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from streams.engine.trace import SessionScript
+from spanguard.streams.engine.trace import SessionScript
 
 SPANS = [f"s{i}" for i in range(8)]
 TYPES = ["account", "ticket"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import Action, FaultKind, RefusalReason, Severity
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import Action, FaultKind, RefusalReason, Severity
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.test_persist import run_split, run_whole
 
 

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from schemas import RejectReason
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
+from spanguard.schemas import RejectReason
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 
 MIB = 1 << 20
 
@@ -118,9 +118,9 @@ def test_the_limit_is_bounded_so_the_guarantee_holds() -> None:
 def test_a_record_refused_before_processing_names_whose_it_was() -> None:
     # The runtime refuses a record on the wrong partition; the dead letter still says
     # which tenant, session and event it was when the record can be read (issue 22).
-    from schemas import RejectReason
-    from streams.engine.engine import Engine, Source
-    from streams.engine.trace import SessionScript
+    from spanguard.schemas import RejectReason
+    from spanguard.streams.engine.engine import Engine, Source
+    from spanguard.streams.engine.trace import SessionScript
 
     engine = Engine()
     script = SessionScript(session_id="s9", tenant="globex")

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-import streams.engine.decode as decoding
-from schemas import text_sha256
-from streams.engine.decode import Invalid, decode, decode_slowly
-from streams.engine.trace import SessionScript
+import spanguard.streams.engine.decode as decoding
+from spanguard.schemas import text_sha256
+from spanguard.streams.engine.decode import Invalid, decode, decode_slowly
+from spanguard.streams.engine.trace import SessionScript
 from tests.golden.traces import golden_traces
 
 LIMIT = 1 << 20

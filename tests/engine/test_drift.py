@@ -2,9 +2,9 @@
 
 import pytest
 
-from schemas import FaultKind
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 
 
 def compaction_cycle(s: SessionScript, n: int, mean: float, base_texts: list[str]) -> None:

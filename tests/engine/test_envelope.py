@@ -5,9 +5,9 @@ import base64
 import orjson
 import pytest
 
-from schemas import FaultKind, RejectReason, text_sha256
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind, RejectReason, text_sha256
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 
 
 def one_rejection(raw: bytes, **settings: object) -> tuple[str, str]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from schemas import EventRejected, RejectReason
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
+from spanguard.schemas import EventRejected, RejectReason
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.test_persist import run_split, run_whole
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

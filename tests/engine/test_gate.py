@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import Action, FaultKind
-from streams.engine.driver import EngineDriver
-from streams.engine.engine import Engine, Source
-from streams.engine.gate import pinned_set
-from streams.engine.trace import SessionScript
+from spanguard.schemas import Action, FaultKind
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.gate import pinned_set
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
 ACCOUNT = [{"key": "8841-C", "type": "account"}]

@@ -11,10 +11,10 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas.codec import encode_output
-from streams.engine import gate, state
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine import gate, state
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.test_state import snapshot
 
 TYPES = ["account", "ticket", "order"]

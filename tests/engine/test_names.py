@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.engine.names import NameBook, distinctive_part, scan_names
-from streams.engine.referents import extract
+from spanguard.streams.engine.names import NameBook, distinctive_part, scan_names
+from spanguard.streams.engine.referents import extract
 
 
 def names(text: str) -> list[tuple[str, str]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.test_persist import run_split, run_whole
 
 

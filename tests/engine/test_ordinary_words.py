@@ -14,13 +14,17 @@ from types import ModuleType
 
 import pytest
 
-from streams.engine.words import ORDINARY_WORDS, is_ordinary
+from spanguard.streams.engine.words import ORDINARY_WORDS, is_ordinary
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_ordinary_words.py"
 
 
 def _lines() -> list[str]:
-    text = resources.files("streams.engine.words").joinpath("ordinary.txt").read_text("utf-8")
+    text = (
+        resources.files("spanguard.streams.engine.words")
+        .joinpath("ordinary.txt")
+        .read_text("utf-8")
+    )
     return text.splitlines()
 
 

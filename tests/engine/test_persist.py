@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.engine.trace import SessionScript
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
 

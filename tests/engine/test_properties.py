@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from schemas import (
+from spanguard.schemas import (
     EvictionDecided,
     FaultKind,
     IntegrityFault,
@@ -17,11 +17,11 @@ from schemas import (
     SpanPinned,
     text_sha256,
 )
-from schemas.codec import decode_output, encode_output
-from streams.cli.replay import _lines
-from streams.engine.config import EngineSettings
-from streams.engine.driver import EngineDriver
-from streams.engine.engine import Engine, Source
+from spanguard.schemas.codec import decode_output, encode_output
+from spanguard.streams.cli.replay import _lines
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.engine import Engine, Source
 from tests.engine.scripts import actions, build
 
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -205,7 +205,7 @@ def test_arbitrary_json_never_crashes(value: object) -> None:
 
 def test_fault_kinds_all_reachable_by_unit_tests() -> None:
     # Guard: every contract fault kind has a default severity (the table is complete).
-    from schemas import DEFAULT_SEVERITY
+    from spanguard.schemas import DEFAULT_SEVERITY
 
     assert set(DEFAULT_SEVERITY) == set(FaultKind)
     assert EngineDriver().engine.settings.severity(FaultKind.STALE_SCORE) == "warning"

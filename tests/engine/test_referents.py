@@ -10,12 +10,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from schemas import text_sha256
-from streams.engine import referents
-from streams.engine.config import EngineSettings
-from streams.engine.holdings import HoldingsBuilder
-from streams.engine.names import NameBook
-from streams.engine.referents import (
+from spanguard.schemas import text_sha256
+from spanguard.streams.engine import referents
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.holdings import HoldingsBuilder
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import (
     DETERMINERS,
     FILLER_WORDS,
     STOP_WORDS,

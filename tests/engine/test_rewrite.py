@@ -1,8 +1,8 @@
 """context.rewritten: the hash diff and every fault it proves."""
 
-from schemas import FaultKind
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 
 
 def scored_session() -> SessionScript:

@@ -1,8 +1,8 @@
 """scores.computed: hash binding, provenance gaps, stale scores."""
 
-from schemas import FaultKind, text_sha256
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind, text_sha256
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 
 
 def test_matching_hash_binds_and_resets_counter() -> None:

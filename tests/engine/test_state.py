@@ -8,13 +8,13 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import FaultKind, IntegrityFault
-from schemas.codec import encode_output
-from streams.engine.engine import Engine, Source
-from streams.engine.referent_index import Mention
-from streams.engine.rewrite import resolve_in_order
-from streams.engine.state import SessionState
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind, IntegrityFault
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.rewrite import resolve_in_order
+from spanguard.streams.engine.state import SessionState
+from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
 
@@ -86,7 +86,7 @@ def test_order_keeping_rewrites_equal_full_rebuilds(script_actions: list) -> Non
     for i, line in enumerate(lines):
         source = Source("t", 0, i)
         expected = [encode_output(o) for o in fast.process_raw(line, source)]
-        with patch("streams.engine.rewrite._keeps_order", return_value=False):
+        with patch("spanguard.streams.engine.rewrite._keeps_order", return_value=False):
             assert [encode_output(o) for o in full.process_raw(line, source)] == expected
         state, rebuilt = fast.session("acme", "s1"), full.session("acme", "s1")
         assert (state is None) == (rebuilt is None)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import FaultKind, Severity, text_sha256
-from streams.engine.driver import EngineDriver
-from streams.engine.trace import SessionScript
+from spanguard.schemas import FaultKind, Severity, text_sha256
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.trace import SessionScript
 
 
 def three_turns(tokens: tuple[int, int, int] = (10, 20, 30)) -> SessionScript:

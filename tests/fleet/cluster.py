@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from streams.app.processes import WorkerProcess
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.rules import parse_rules
+from spanguard.streams.app.processes import WorkerProcess
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.rules import parse_rules
 from tests.fleet.traces import Run
 from tests.pipeline import Pipeline
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 import orjson
 
-from schemas import (
+from spanguard.schemas import (
     DEFAULT_SEVERITY,
     ContextCompacted,
     FaultKind,
@@ -19,9 +19,9 @@ from schemas import (
     OutputEvent,
     Severity,
 )
-from streams.fleet.combiner import FleetCombiner, Partial
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.recent import RecentRecords
+from spanguard.streams.fleet.combiner import FleetCombiner, Partial
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.fleet.recent import RecentRecords
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from streams.engine.engine import Engine
-from streams.fleet.metrics import FleetMetrics, engine_figures
-from streams.localbroker.broker import free_ports
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.fleet.metrics import FleetMetrics, engine_figures
+from spanguard.streams.localbroker.broker import free_ports
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spanguard.json"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from streams.fleet.aggregates import Window
-from streams.fleet.alertmanager import (
+from spanguard.streams.fleet.aggregates import Window
+from spanguard.streams.fleet.alertmanager import (
     AlertmanagerClient,
     AlertmanagerNotifier,
     Links,
@@ -19,10 +19,10 @@ from streams.fleet.alertmanager import (
     postable_alert,
     redacted,
 )
-from streams.fleet.alerts import AlertBook, AlertState
-from streams.fleet.config import FleetSettings
-from streams.fleet.rules import Evaluation, parse_rules
-from streams.localbroker.broker import free_ports
+from spanguard.streams.fleet.alerts import AlertBook, AlertState
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.rules import Evaluation, parse_rules
+from spanguard.streams.localbroker.broker import free_ports
 from tests.fleet.monitoring_stack import alertmanager, http_json
 
 RULES = parse_rules(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from streams.fleet.auth import ALL, Authorizer, TenantToken
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import local_view, merge_views
-from streams.fleet.observations import Observation
-from streams.fleet.rules import default_rules
+from spanguard.streams.fleet.auth import ALL, Authorizer, TenantToken
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.fleet_view import local_view, merge_views
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import default_rules
 
 ADMIN = "admin-token-0123456789"
 ACME = "acme-token-0123456789"

@@ -7,8 +7,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli.main import app
-from streams.fleet.metrics import build_version
+from spanguard.streams.cli.main import app
+from spanguard.streams.fleet.metrics import build_version
 
 COMMANDS = [[], ["replay"], ["worker"], ["produce"], ["consume"], ["demo"], ["check-rules"]]
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import (
+from spanguard.schemas import (
     ContextCompacted,
     EvictionDecided,
     IntegrityFault,
@@ -20,19 +20,19 @@ from schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
-from streams.engine.engine import Engine, Source
-from streams.fleet.aggregates import COUNTERS, window_of
-from streams.fleet.aggregator import FleetAggregator
-from streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.recent import RecentRecords
-from streams.fleet.rules import parse_rules
-from streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
-from streams.runtime.runtime import Runtime
-from streams.runtime.testing import RuntimeTestDriver
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.fleet.aggregates import COUNTERS, window_of
+from spanguard.streams.fleet.aggregator import FleetAggregator
+from spanguard.streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.fleet.rules import parse_rules
+from spanguard.streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.runtime.testing import RuntimeTestDriver
+from spanguard.streams.sim.scenarios import demo_fleet
 
 WINDOW = 60.0
 RULES = parse_rules(
@@ -97,7 +97,7 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
             continue
         if not isinstance(data, dict) or "tenant" not in data or "ts" not in data:
             continue
-        from streams.fleet.observations import parse_ts
+        from spanguard.streams.fleet.observations import parse_ts
 
         ts = parse_ts(data["ts"])
         assert ts is not None
@@ -193,7 +193,7 @@ async def committed_partials() -> list[tuple[bytes, bytes]]:
 
 
 def fleet_broker(partials: Sequence[tuple[bytes, bytes]], partitions: int = 3) -> MemoryBroker:
-    from streams.kafka_io.partitioning import partition_for
+    from spanguard.streams.kafka_io.partitioning import partition_for
 
     broker = MemoryBroker(partitions=partitions)
     for key, value in partials:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from schemas import ContextCompacted, IntegrityFault, OutputEvent
-from streams.fleet.aggregates import COMPACTED_SESSIONS, WindowCounts
-from streams.fleet.combiner import Partial
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import local_view, merge_views
-from streams.fleet.metrics import FleetMetrics
-from streams.fleet.observations import Observation
-from streams.fleet.rules import CompactionOutcomeRule, parse_rules
-from streams.fleet.session_view import merge_session_views, session_view
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import ContextCompacted, IntegrityFault, OutputEvent
+from spanguard.streams.fleet.aggregates import COMPACTED_SESSIONS, WindowCounts
+from spanguard.streams.fleet.combiner import Partial
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.fleet_view import local_view, merge_views
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import CompactionOutcomeRule, parse_rules
+from spanguard.streams.fleet.session_view import merge_session_views, session_view
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.compactions import T0, clean, combine, fleet_trace
 from tests.fleet.traces import run, shifted
 

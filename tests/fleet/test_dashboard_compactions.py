@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pytest
 
-from streams.app.web import dashboard_html
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import local_view, merge_views
-from streams.fleet.recent import RecentRecords
-from streams.fleet.rules import default_rules
-from streams.fleet.session_view import session_view
+from spanguard.streams.app.web import dashboard_html
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.fleet_view import local_view, merge_views
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.fleet.rules import default_rules
+from spanguard.streams.fleet.session_view import session_view
 from tests.fleet.compactions import combine, fleet_trace
 from tests.fleet.monitoring_stack import tool
 from tests.fleet.png import read_png

@@ -10,12 +10,12 @@ from datetime import datetime
 import orjson
 from rich.console import Console
 
-from schemas import EvictionDecided, IntegrityFault, Severity
-from streams.cli.demo_lines import demo_line, in_wall_time
-from streams.engine.engine import Engine, Source
-from streams.fleet.aggregates import Window
-from streams.fleet.alerts import make_alert
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import EvictionDecided, IntegrityFault, Severity
+from spanguard.streams.cli.demo_lines import demo_line, in_wall_time
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.fleet.aggregates import Window
+from spanguard.streams.fleet.alerts import make_alert
+from spanguard.streams.sim.scenarios import demo_fleet
 
 
 def printed(event: object) -> str:

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import yaml
 
-from streams.fleet.metrics import FleetMetrics
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.fleet.metrics import FleetMetrics
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.monitoring_stack import (
     DASHBOARD,
     alertmanager,

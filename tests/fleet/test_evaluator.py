@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from schemas import ContextCompacted, FaultKind, FleetAlert, IntegrityFault
-from schemas.codec import decode_output, encode_output
-from streams.fleet.aggregates import Window, window_of
-from streams.fleet.alerts import fingerprint
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.observations import Observation
-from streams.fleet.rules import parse_rules
-from streams.sim.scenarios import broken, demo_fleet, healthy
+from spanguard.schemas import ContextCompacted, FaultKind, FleetAlert, IntegrityFault
+from spanguard.schemas.codec import decode_output, encode_output
+from spanguard.streams.fleet.aggregates import Window, window_of
+from spanguard.streams.fleet.alerts import fingerprint
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import parse_rules
+from spanguard.streams.sim.scenarios import broken, demo_fleet, healthy
 from tests.fleet.traces import run, shifted
 
 RULES = parse_rules(

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from streams.cli.rules import check_rules
+from spanguard.streams.cli.rules import check_rules
 from tests.fleet.monitoring_stack import exposed_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -30,7 +30,7 @@ def test_check_rules_command(tmp_path: Path) -> None:
 
 def test_monitoring_doc_lists_every_setting_and_metric() -> None:
     doc = (EXAMPLES.parent / "docs" / "monitoring.md").read_text()
-    from streams.fleet.config import FleetSettings
+    from spanguard.streams.fleet.config import FleetSettings
 
     for name in FleetSettings.model_fields:
         assert f"| `{name}` |" in doc, f"docs/monitoring.md does not describe fleet.{name}"
@@ -42,7 +42,7 @@ def test_monitoring_doc_lists_every_setting_and_metric() -> None:
 
 
 def test_dashboard_is_one_self_contained_page() -> None:
-    from streams.app.web import dashboard_html
+    from spanguard.streams.app.web import dashboard_html
 
     page = dashboard_html().decode("utf-8")
     assert "<script>" in page and "<style>" in page

@@ -19,9 +19,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from schemas import ContextCompacted, IntegrityFault
-from streams.localbroker.broker import free_ports
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import ContextCompacted, IntegrityFault
+from spanguard.streams.localbroker.broker import free_ports
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     ROOT,
     TENANT_TOKEN,

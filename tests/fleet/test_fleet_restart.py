@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.localbroker.broker import free_ports
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.localbroker.broker import free_ports
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.cluster import (
     WebhookReceiver,
     expected_alerts,

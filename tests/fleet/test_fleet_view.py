@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from streams.fleet.config import FleetSettings
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.fleet_view import MIN_SERIES_WINDOWS, SERIES_WINDOWS, local_view, merge_views
-from streams.fleet.observations import Observation
-from streams.fleet.rules import default_rules
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.fleet_view import (
+    MIN_SERIES_WINDOWS,
+    SERIES_WINDOWS,
+    local_view,
+    merge_views,
+)
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import default_rules
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.traces import run, shifted
 
 T0 = 1_796_000_040.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import orjson
 
-from streams.fleet.recent import RecentRecords
-from streams.fleet.session_view import merge_session_views, session_view
-from streams.sim.scenarios import TURNS, broken, healthy
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.fleet.session_view import merge_session_views, session_view
+from spanguard.streams.sim.scenarios import TURNS, broken, healthy
 from tests.fleet.traces import run
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streams.app.fleet import FleetService, install_fleet
-from streams.app.topology import build_topology
-from streams.fleet.config import FleetSettings
-from streams.fleet.rules import RuleError
-from streams.settings import Settings
+from spanguard.streams.app.fleet import FleetService, install_fleet
+from spanguard.streams.app.topology import build_topology
+from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.rules import RuleError
+from spanguard.streams.settings import Settings
 
 
 def topology(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.fleet.membership import LIVENESS_TICKS, Members, heartbeat
+from spanguard.streams.fleet.membership import LIVENESS_TICKS, Members, heartbeat
 
 
 def test_live_peers() -> None:

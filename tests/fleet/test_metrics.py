@@ -6,9 +6,9 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from schemas import IntegrityFault
-from streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels
-from streams.sim.scenarios import broken, demo_fleet
+from spanguard.schemas import IntegrityFault
+from spanguard.streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels
+from spanguard.streams.sim.scenarios import broken, demo_fleet
 from tests.fleet.traces import run
 
 

@@ -12,11 +12,11 @@ import orjson
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from schemas import EvictionDecided, IntegrityFault, SpanPinned
-from streams.engine.engine import Engine, Source
-from streams.fleet.otel import OtlpLogExport, log_record, logs_endpoint
-from streams.localbroker.broker import free_ports
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas import EvictionDecided, IntegrityFault, SpanPinned
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.fleet.otel import OtlpLogExport, log_record, logs_endpoint
+from spanguard.streams.localbroker.broker import free_ports
+from spanguard.streams.sim.scenarios import demo_fleet
 
 
 class Receiver:

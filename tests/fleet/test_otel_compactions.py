@@ -15,15 +15,15 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from schemas import ContextCompacted, IntegrityFault
-from streams.fleet.otel import (
+from spanguard.schemas import ContextCompacted, IntegrityFault
+from spanguard.streams.fleet.otel import (
     COMPACTED_SPAN,
     OtlpExport,
     OtlpTraceExport,
     compaction_span,
     traces_endpoint,
 )
-from streams.localbroker.broker import free_ports
+from spanguard.streams.localbroker.broker import free_ports
 from tests.fleet.compactions import T0, clean, lost_keys, split_pair, thrashing
 
 

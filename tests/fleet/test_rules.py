@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from schemas import FaultKind, Severity
-from streams.fleet.aggregates import WindowCounts
-from streams.fleet.observations import Observation
-from streams.fleet.rules import (
+from spanguard.schemas import FaultKind, Severity
+from spanguard.streams.fleet.aggregates import WindowCounts
+from spanguard.streams.fleet.observations import Observation
+from spanguard.streams.fleet.rules import (
     FaultCountRule,
     FaultSeverityRule,
     HealthyShareRule,

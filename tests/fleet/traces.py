@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 
 import orjson
 
-from schemas import FleetAlert, OutputEvent
-from schemas.codec import decode_output
-from streams.engine.engine import Engine
-from streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
-from streams.fleet.evaluator import FleetEvaluator
-from streams.fleet.metrics import FleetMetrics, engine_figures
-from streams.fleet.recent import RecentRecords
-from streams.runtime.memory import MemoryTransport
-from streams.runtime.runtime import Runtime
-from streams.runtime.testing import RuntimeTestDriver
+from spanguard.schemas import FleetAlert, OutputEvent
+from spanguard.schemas.codec import decode_output
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
+from spanguard.streams.fleet.evaluator import FleetEvaluator
+from spanguard.streams.fleet.metrics import FleetMetrics, engine_figures
+from spanguard.streams.fleet.recent import RecentRecords
+from spanguard.streams.runtime.memory import MemoryTransport
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.runtime.testing import RuntimeTestDriver
 
 SCRIPT_START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
 """Where :class:`~streams.engine.trace.SessionScript` starts its clock."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gzip
 import sys
 
-from streams.sim import simulate
+from spanguard.streams.sim import simulate
 from tests.golden.traces import INPUTS, OUTPUTS, SIM_FLEETS, golden_traces, replay
 
 

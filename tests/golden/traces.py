@@ -16,11 +16,11 @@ import gzip
 from collections.abc import Iterable
 from pathlib import Path
 
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.sim import SimConfig
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.sim import SimConfig
+from spanguard.streams.sim.scenarios import demo_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

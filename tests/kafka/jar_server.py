@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
-from streams.localbroker.jars import JarLock, LockedJar
+from spanguard.streams.localbroker.jars import JarLock, LockedJar
 
 __all__ = ["JarServer", "ServedRequest", "make_jars", "write_lock"]
 

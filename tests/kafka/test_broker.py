@@ -16,9 +16,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 from typer.testing import CliRunner
 
-from streams.cli.main import app
-from streams.kafka_io.topics import create_topics, topic_config
-from streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_ports
+from spanguard.streams.cli.main import app
+from spanguard.streams.kafka_io.topics import create_topics, topic_config
+from spanguard.streams.localbroker.broker import DEFAULT_HOME, BrokerError, LocalBroker, free_ports
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"  # the jars every test broker shares (see conftest.py)
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``

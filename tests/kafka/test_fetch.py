@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli.main import app
-from streams.localbroker.broker import PROJECT_ROOT, BrokerError, free_port
-from streams.localbroker.jars import (
+from spanguard.streams.cli.main import app
+from spanguard.streams.localbroker.broker import PROJECT_ROOT, BrokerError, free_port
+from spanguard.streams.localbroker.jars import (
     LOCK_FILE,
     JarError,
     JarLock,
     fetch_jars,
     jars_complete,
 )
-from streams.localbroker.java import find_java
+from spanguard.streams.localbroker.java import find_java
 from tests.kafka.jar_server import JarServer, make_jars, write_lock
 
 SIZES = {"alpha": 200_000, "beta": 150_001, "gamma": 1_234}

@@ -8,8 +8,8 @@ from collections import Counter
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.engine.trace import SessionScript
-from streams.runtime.config import changelog_topic
+from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.runtime.config import changelog_topic
 from tests.kafka.traces import scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, replay_outputs
 

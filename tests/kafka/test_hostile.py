@@ -10,10 +10,10 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from bench.fuzz import garbage_mix
-from streams.kafka_io.partitioning import partition_for
-from streams.kafka_io.traces import session_key
-from streams.localbroker.broker import LocalBroker, free_ports
-from streams.sim.scenarios import broken, demo_fleet
+from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.traces import session_key
+from spanguard.streams.localbroker.broker import LocalBroker, free_ports
+from spanguard.streams.sim.scenarios import broken, demo_fleet
 from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs
 
 PARTITIONS = 4  # the topics the pipeline's workers create (settings default)

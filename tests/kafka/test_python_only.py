@@ -20,9 +20,9 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from streams.kafka_io.topics import create_topics
-from streams.localbroker.broker import PROJECT_ROOT, free_ports
-from streams.localbroker.jars import JarLock, jars_complete
+from spanguard.streams.kafka_io.topics import create_topics
+from spanguard.streams.localbroker.broker import PROJECT_ROOT, free_ports
+from spanguard.streams.localbroker.jars import JarLock, jars_complete
 
 WaitUntil = Callable[..., Awaitable[None]]  # the conftest fixture ``wait_until``
 
@@ -46,7 +46,7 @@ def python_only_environment(tmp_path: Path) -> dict[str, str]:
 def spanguard(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``spanguard ARGS`` as a user would (a new process, this environment)."""
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli.main", *args],
+        [sys.executable, "-m", "spanguard.streams.cli.main", *args],
         env=env,
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,

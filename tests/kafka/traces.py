@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from streams.engine.trace import SessionScript, interleave
-from streams.sim.compactions import SCENARIOS
-from streams.sim.scenarios import broken, demo_fleet, healthy
+from spanguard.streams.engine.trace import SessionScript, interleave
+from spanguard.streams.sim.compactions import SCENARIOS
+from spanguard.streams.sim.scenarios import broken, demo_fleet, healthy
 from tests.engine.scripts import build
 
 

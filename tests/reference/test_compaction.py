@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.reference.model import ReferenceModel
-from streams.reference.outcome import Compacted, Decision, Fault, Outcome, Pin
-from streams.reference.sessions import SessionWriter, random_session, sha
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.reference.outcome import Compacted, Decision, Fault, Outcome, Pin
+from spanguard.streams.reference.sessions import SessionWriter, random_session, sha
 
 KEYS = "Account 8841-C, incident INC-4411 and ops@example.com."
 

@@ -12,14 +12,19 @@ from collections.abc import Sequence
 
 import pytest
 
-from schemas import ContextCompacted, EvictionDecided, IntegrityFault, OutputEvent
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.reference.compare import Producer, first_divergence, shrink
-from streams.reference.model import ReferenceModel
-from streams.reference.outcome import Rejected
-from streams.reference.sessions import SessionWriter, interleave, named_rewrite, random_session
-from streams.sim import SimConfig, simulate
+from spanguard.schemas import ContextCompacted, EvictionDecided, IntegrityFault, OutputEvent
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.reference.compare import Producer, first_divergence, shrink
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.reference.outcome import Rejected
+from spanguard.streams.reference.sessions import (
+    SessionWriter,
+    interleave,
+    named_rewrite,
+    random_session,
+)
+from spanguard.streams.sim import SimConfig, simulate
 
 RANDOM_SESSIONS = 1500
 """Random sessions per CI run (about 60,000 events; a few seconds each way)."""

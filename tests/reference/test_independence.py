@@ -3,10 +3,13 @@
 import ast
 from pathlib import Path
 
-import streams.reference
+import spanguard.streams.reference
 
-PACKAGE = Path(streams.reference.__file__).parent
-ALLOWED = {("streams.engine.referents", "extract"), ("streams.engine.names", "NameBook")}
+PACKAGE = Path(spanguard.streams.reference.__file__).parent
+ALLOWED = {
+    ("spanguard.streams.engine.referents", "extract"),
+    ("spanguard.streams.engine.names", "NameBook"),
+}
 """The contract: "The project's extractor module is the reference implementation"; the
 extractor keeps the session's name book (contract 1.2), so its book comes along."""
 
@@ -33,7 +36,9 @@ def test_no_module_imports_the_engine_but_the_extractor() -> None:
     engine_imports: dict[str, list[tuple[str, str]]] = {}
     for path in sorted(PACKAGE.glob("*.py")):
         for module, name in _imports(path):
-            from_engine = module == "streams.engine" or module.startswith("streams.engine.")
+            from_engine = module == "spanguard.streams.engine" or module.startswith(
+                "spanguard.streams.engine."
+            )
             if from_engine and (module, name) not in ALLOWED:
                 engine_imports.setdefault(path.name, []).append((module, name))
     assert engine_imports == {}
@@ -44,7 +49,7 @@ def test_only_the_extract_module_uses_the_extractor() -> None:
         path.name
         for path in PACKAGE.glob("*.py")
         for module, _ in _imports(path)
-        if module.startswith("streams.engine")
+        if module.startswith("spanguard.streams.engine")
     }
     assert users == {"extract.py"}
 
@@ -55,9 +60,13 @@ def test_no_module_imports_other_project_code() -> None:
         (path.name, module)
         for path in PACKAGE.glob("*.py")
         for module, _ in _imports(path)
-        if module.split(".")[0] == "streams"
+        if module.startswith("spanguard.streams.")
         and not module.startswith(
-            ("streams.reference", "streams.engine.referents", "streams.engine.names")
+            (
+                "spanguard.streams.reference",
+                "spanguard.streams.engine.referents",
+                "spanguard.streams.engine.names",
+            )
         )
     }
     assert others == set()

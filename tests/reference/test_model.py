@@ -1,7 +1,7 @@
 """The reference model on the contract's own examples, without the engine."""
 
-from streams.reference.model import ReferenceModel
-from streams.reference.outcome import (
+from spanguard.streams.reference.model import ReferenceModel
+from spanguard.streams.reference.outcome import (
     Compacted,
     Decision,
     Fault,
@@ -10,7 +10,7 @@ from streams.reference.outcome import (
     Recompute,
     Rejected,
 )
-from streams.reference.sessions import SessionWriter, named_rewrite, sha
+from spanguard.streams.reference.sessions import SessionWriter, named_rewrite, sha
 
 
 def run(writer: SessionWriter) -> list[list[Outcome]]:

@@ -18,7 +18,7 @@ from bench.referents import agent_traces, sgd
 from bench.referents.measure import Tally
 from bench.referents.model import Dialogue
 from bench.referents.runner import comparable, run_policy, write_settings
-from streams.cli.main import app
+from spanguard.streams.cli.main import app
 
 # -- floors (measured on the subset with the extractor of contract 1.2, issue 29) -----
 SGD_FLOORS: dict[str, dict[str, float]] = {

@@ -11,8 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.localbroker.broker import DEFAULT_HOME, LocalBroker, SaslSslListener, free_ports
-from streams.localbroker.certs import make_test_certificates
+from spanguard.streams.localbroker.broker import (
+    DEFAULT_HOME,
+    LocalBroker,
+    SaslSslListener,
+    free_ports,
+)
+from spanguard.streams.localbroker.certs import make_test_certificates
 from tests.reliability.secure_broker import SecureBroker
 
 

@@ -9,12 +9,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from schemas import EventRejected, RejectReason
-from schemas.codec import decode_output
-from streams.cli.demo_lines import demo_line
-from streams.cli.main import app
-from streams.cli.summary import OutputSummary
-from streams.localbroker.broker import free_port
+from spanguard.schemas import EventRejected, RejectReason
+from spanguard.schemas.codec import decode_output
+from spanguard.streams.cli.demo_lines import demo_line
+from spanguard.streams.cli.main import app
+from spanguard.streams.cli.summary import OutputSummary
+from spanguard.streams.localbroker.broker import free_port
 
 runner = CliRunner()
 

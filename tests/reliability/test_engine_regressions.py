@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import EventRejected, RejectReason
-from schemas.codec import encode_output
-from streams.engine.engine import Engine, Source
+from spanguard.schemas import EventRejected, RejectReason
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.engine import Engine, Source
 
 EVENT = (
     b'{"type":"span.added","schema_version":1,"event_id":"e1","session_id":"SESSION",'

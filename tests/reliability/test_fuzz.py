@@ -8,9 +8,9 @@ import pytest
 
 from bench import fuzz
 from bench.fuzz import MUTATIONS, FuzzSessions, Hostile, garbage_mix, hostile_records, run_fuzz
-from schemas import EventRejected, RejectReason
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine
+from spanguard.schemas import EventRejected, RejectReason
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine
 
 COUNT = 20_000
 

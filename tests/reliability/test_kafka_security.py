@@ -17,18 +17,18 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from streams.cli.main import app
-from streams.kafka_io.connection import diagnose_connection
-from streams.kafka_io.security import (
+from spanguard.streams.cli.main import app
+from spanguard.streams.kafka_io.connection import diagnose_connection
+from spanguard.streams.kafka_io.security import (
     BrokerCredentials,
     CredentialsError,
     aiokafka_security,
     describe_security,
 )
-from streams.kafka_io.topics import ensure_topics
-from streams.kafka_io.traces import OutputReader, OutputRecord, produce_lines
-from streams.localbroker.certs import make_test_certificates
-from streams.settings import Settings, load_settings
+from spanguard.streams.kafka_io.topics import ensure_topics
+from spanguard.streams.kafka_io.traces import OutputReader, OutputRecord, produce_lines
+from spanguard.streams.localbroker.certs import make_test_certificates
+from spanguard.streams.settings import Settings, load_settings
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka

@@ -19,20 +19,20 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
-from schemas import OUTPUT_SUFFIXES, TOPIC_OF
-from schemas.codec import encode_output
-from streams.cli.main import app
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.privacy import (
+from spanguard.schemas import OUTPUT_SUFFIXES, TOPIC_OF
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.cli.main import app
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.privacy import (
     needles_from_trace,
     privacy_scan,
     scan_directory,
     scanned_topics,
 )
-from streams.kafka_io.topics import ensure_topics
-from streams.settings import Settings
-from streams.sim import SimConfig, simulate
+from spanguard.streams.kafka_io.topics import ensure_topics
+from spanguard.streams.settings import Settings
+from spanguard.streams.sim import SimConfig, simulate
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka_io.privacy import PrivacyReport, privacy_scan
-from streams.settings import Settings
-from streams.sim import SimConfig, simulate
+from spanguard.streams.kafka_io.privacy import PrivacyReport, privacy_scan
+from spanguard.streams.settings import Settings
+from spanguard.streams.sim import SimConfig, simulate
 from tests.pipeline import Pipeline
 from tests.reliability.secure_broker import SecureBroker
 

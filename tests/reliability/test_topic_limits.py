@@ -9,19 +9,19 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 
-from schemas import EventRejected, RejectReason
-from schemas.codec import encode_output
-from streams.engine.config import EngineSettings
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.topics import (
+from spanguard.schemas import EventRejected, RejectReason
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.topics import (
     contract_topics,
     create_topics,
     ensure_topics,
     max_record_bytes,
     topic_config,
 )
-from streams.kafka_io.traces import produce_lines
-from streams.settings import Settings
+from spanguard.streams.kafka_io.traces import produce_lines
+from spanguard.streams.settings import Settings
 from tests.reliability.secure_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka

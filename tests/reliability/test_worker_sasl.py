@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from streams.sim.scenarios import demo_fleet
+from spanguard.streams.sim.scenarios import demo_fleet
 from tests.pipeline import Pipeline
 from tests.reliability.secure_broker import SecureBroker
 

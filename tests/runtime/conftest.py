@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from functools import cache
 
-from schemas.codec import encode_output
-from streams.engine.engine import Engine, Source
-from streams.runtime.testing import output_identity
-from streams.sim import SimConfig, simulate
-from streams.sim.scenarios import demo_fleet
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.runtime.testing import output_identity
+from spanguard.streams.sim import SimConfig, simulate
+from spanguard.streams.sim.scenarios import demo_fleet
 
 
 @cache

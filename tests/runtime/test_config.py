@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streams.app.topology import runtime_config
-from streams.runtime.config import RuntimeConfig
-from streams.runtime.kafka_transport import KafkaTransport
-from streams.settings import load_settings
+from spanguard.streams.app.topology import runtime_config
+from spanguard.streams.runtime.config import RuntimeConfig
+from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.settings import load_settings
 
 
 def test_checkpoint_interval_follows_the_guarantee() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.runtime.testing import RuntimeTestDriver, output_identity
+from spanguard.streams.runtime.testing import RuntimeTestDriver, output_identity
 from tests.runtime.conftest import fleet_trace, replay_ids
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.runtime.memory import MemoryTransport
-from streams.runtime.records import OutRecord
-from streams.runtime.testing import RuntimeTestDriver
-from streams.sim.scenarios import broken, healthy
+from spanguard.streams.runtime.memory import MemoryTransport
+from spanguard.streams.runtime.records import OutRecord
+from spanguard.streams.runtime.testing import RuntimeTestDriver
+from spanguard.streams.sim.scenarios import broken, healthy
 
 
 class RecordTooLarge(Exception):

@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 
-from streams.runtime.memory import MemoryTransport
-from streams.runtime.records import OutRecord
-from streams.runtime.testing import RuntimeTestDriver
-from streams.sim.scenarios import broken, healthy
+from spanguard.streams.runtime.memory import MemoryTransport
+from spanguard.streams.runtime.records import OutRecord
+from spanguard.streams.runtime.testing import RuntimeTestDriver
+from spanguard.streams.sim.scenarios import broken, healthy
 
 
 async def journal_of_one_step(lines: list[bytes]) -> list[tuple[str, str, str]]:

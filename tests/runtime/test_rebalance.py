@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from streams.runtime.runtime import Runtime
-from streams.runtime.testing import RuntimeTestDriver, output_identity
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.runtime.testing import RuntimeTestDriver, output_identity
 from tests.runtime.conftest import fleet_trace, replay_ids
 
 

@@ -7,16 +7,16 @@ import asyncio
 import orjson
 import pytest
 
-from schemas import Action, FaultKind, text_sha256
-from streams.engine.driver import EngineDriver
-from streams.sdk import (
+from spanguard.schemas import Action, FaultKind, text_sha256
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.sdk import (
     CompactionGuard,
     Message,
     SpanguardClient,
     SyncSpanguardClient,
     gate_compaction,
 )
-from streams.sdk.tracker import SpanTracker
+from spanguard.streams.sdk.tracker import SpanTracker
 
 SECRET_TEXT = "My account 8841-C was charged twice."
 

@@ -21,12 +21,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from schemas import FaultKind
-from streams.sdk import Message, Session, SpanguardClient, gate_compaction
-from streams.sdk.adapters.langchain import SpanguardMiddleware
-from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre_model_hook
-from streams.sdk.adapters.openai_chat import ChatGuard
-from streams.sdk.bridge import run_sync
+from spanguard.schemas import FaultKind
+from spanguard.streams.sdk import Message, Session, SpanguardClient, gate_compaction
+from spanguard.streams.sdk.adapters.langchain import SpanguardMiddleware
+from spanguard.streams.sdk.adapters.langgraph import (
+    SpanguardMessagesState,
+    spanguard_pre_model_hook,
+)
+from spanguard.streams.sdk.adapters.openai_chat import ChatGuard
+from spanguard.streams.sdk.bridge import run_sync
 from tests.pipeline import Pipeline
 
 TASK = Message("task", "Help me plan a quiet weekend away.", role="user")
@@ -265,7 +268,7 @@ async def test_chat_guard_turns_follow_observe_not_compact() -> None:
 
 @pytest.mark.kafka
 def test_a_real_worker_records_merges(pipeline: Pipeline) -> None:
-    from streams.sdk import SyncSpanguardClient
+    from spanguard.streams.sdk import SyncSpanguardClient
 
     worker = pipeline.start_worker("w1")
     worker.wait_ready()

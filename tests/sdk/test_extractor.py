@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from schemas import MentionIn, Referent
-from streams.sdk import Message, SpanguardClient
-from streams.sdk.tracker import FoundReferents, SpanTracker
+from spanguard.schemas import MentionIn, Referent
+from spanguard.streams.sdk import Message, SpanguardClient
+from spanguard.streams.sdk.tracker import FoundReferents, SpanTracker
 
 
 def stub_ner(text: str) -> FoundReferents:

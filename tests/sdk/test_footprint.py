@@ -1,4 +1,4 @@
-"""``import streams.sdk`` loads no Faust (nor its ``mode``, nor ``rocksdict``), nor a framework."""
+"""``import spanguard.streams.sdk`` loads no Faust, ``mode`` or ``rocksdict``, nor a framework."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ def _loaded_after(statement: str) -> list[str]:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import streams.sdk",
-        "from streams.sdk import SpanguardClient, SyncSpanguardClient, gate_compaction",
-        "import streams.sdk.adapters.openai_chat",
+        "import spanguard.streams.sdk",
+        "from spanguard.streams.sdk import SpanguardClient, SyncSpanguardClient, gate_compaction",
+        "import spanguard.streams.sdk.adapters.openai_chat",
     ],
 )
 def test_sdk_imports_no_faust_and_no_framework(statement: str) -> None:
@@ -36,4 +36,4 @@ def test_sdk_imports_no_faust_and_no_framework(statement: str) -> None:
 
 def test_the_probe_sees_a_heavy_import() -> None:
     # The check above can fail: importing the worker's topology does load Faust.
-    assert "faust" in _loaded_after("import streams.app.topology")
+    assert "faust" in _loaded_after("import spanguard.streams.app.topology")

@@ -18,14 +18,14 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from schemas import TOPIC_OF, Action
-from schemas.codec import encode_output
-from streams.engine.engine import Engine, Source
-from streams.kafka_io.topics import create_topics
-from streams.localbroker.broker import DEFAULT_HOME
-from streams.localbroker.java import find_java
-from streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
-from streams.sdk.kafka_link import SESSION_OUTPUTS
+from spanguard.schemas import TOPIC_OF, Action
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.topics import create_topics
+from spanguard.streams.localbroker.broker import DEFAULT_HOME
+from spanguard.streams.localbroker.java import find_java
+from spanguard.streams.sdk import KafkaLink, Message, SpanguardClient, SpanguardUnavailable
+from spanguard.streams.sdk.kafka_link import SESSION_OUTPUTS
 from tests.pipeline import Pipeline
 
 pytestmark = pytest.mark.kafka
@@ -214,7 +214,7 @@ async def test_missing_topics_are_a_clear_error(kafka_bootstrap: str) -> None:
 
 
 def test_a_real_worker_decides_for_the_sync_client(pipeline: Pipeline) -> None:
-    from streams.sdk import SyncSpanguardClient
+    from spanguard.streams.sdk import SyncSpanguardClient
 
     worker = pipeline.start_worker("w1")
     worker.wait_ready()

@@ -22,15 +22,15 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
-from schemas import FaultKind
-from streams.sdk import Session, SpanguardClient
-from streams.sdk.adapters.langchain import (
+from spanguard.schemas import FaultKind
+from spanguard.streams.sdk import Session, SpanguardClient
+from spanguard.streams.sdk.adapters.langchain import (
     SpanguardFaultError,
     SpanguardMiddleware,
     guarded_trim_messages,
 )
-from streams.sdk.adapters.lc_messages import replace_all
-from streams.sdk.messages import ProtectRule
+from spanguard.streams.sdk.adapters.lc_messages import replace_all
+from spanguard.streams.sdk.messages import ProtectRule
 
 Model = Callable[[Sequence[Any]], Any]
 Play = Callable[..., dict[str, Any]]
@@ -168,7 +168,7 @@ class _Scorer(AgentMiddleware[Any, Any]):
         self.scored: set[str] = set()
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        from streams.sdk.bridge import run_sync
+        from spanguard.streams.sdk.bridge import run_sync
 
         session = self.guard.session
         fresh = {

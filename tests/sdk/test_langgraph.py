@@ -16,9 +16,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from schemas import FaultKind
-from streams.sdk import SpanguardClient
-from streams.sdk.adapters.langgraph import SpanguardMessagesState, spanguard_pre_model_hook
+from spanguard.schemas import FaultKind
+from spanguard.streams.sdk import SpanguardClient
+from spanguard.streams.sdk.adapters.langgraph import (
+    SpanguardMessagesState,
+    spanguard_pre_model_hook,
+)
 
 Model = Callable[[Sequence[Any]], Any]
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
@@ -133,7 +136,7 @@ def test_rewrite_that_keeps_stale_scores_raises_the_fault(
         # The harness scores what it has not scored yet, then compacts.
         fresh = [m for m in messages if m.id in session.live and m.id not in scored]
         if fresh:
-            from streams.sdk.bridge import run_sync
+            from spanguard.streams.sdk.bridge import run_sync
 
             run_sync(session, session.score({str(m.id): 0.5 for m in fresh}, scorer="r-v1"))
             scored.update(str(m.id) for m in fresh)

@@ -22,9 +22,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from schemas import FaultKind
-from streams.sdk import Session, SpanguardClient, SpanguardFaultError
-from streams.sdk.adapters.openai_chat import ChatGuard, SpanguardAgentsSession, item_text
+from spanguard.schemas import FaultKind
+from spanguard.streams.sdk import Session, SpanguardClient, SpanguardFaultError
+from spanguard.streams.sdk.adapters.openai_chat import ChatGuard, SpanguardAgentsSession, item_text
 
 Compactor = Callable[[list[Any]], list[Any] | None]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from schemas import Action, FaultKind
-from streams.sdk import Decision, Message, SpanguardClient, gate_compaction
-from streams.sdk.adapters.openai_chat import ChatGuard, item_tool_ids
-from streams.sdk.client import Session
-from streams.sdk.tracker import SpanTracker
+from spanguard.schemas import Action, FaultKind
+from spanguard.streams.sdk import Decision, Message, SpanguardClient, gate_compaction
+from spanguard.streams.sdk.adapters.openai_chat import ChatGuard, item_tool_ids
+from spanguard.streams.sdk.client import Session
+from spanguard.streams.sdk.tracker import SpanTracker
 
 SYSTEM = Message("sys", "You are a support agent. Never refund twice.", role="system")
 TASK = Message("task", "Refund order 55012 for account 8841-C.", role="user")

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schemas import EventRejected, RejectReason, SpanAdded
-from streams.engine.engine import Engine
-from streams.sdk import Message, Renewal, Session, SpanguardClient, SyncSpanguardClient
-from streams.sdk.tracker import SpanTracker
+from spanguard.schemas import EventRejected, RejectReason, SpanAdded
+from spanguard.streams.engine.engine import Engine
+from spanguard.streams.sdk import Message, Renewal, Session, SpanguardClient, SyncSpanguardClient
+from spanguard.streams.sdk.tracker import SpanTracker
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -68,7 +68,7 @@ async def test_an_idle_session_continues_under_a_new_id_with_its_context(
     protected = {s: span.protected for s, span in before.spans.items()}
 
     clock.pass_(hours=25)
-    with caplog.at_level(logging.WARNING, logger="streams.sdk.client"):
+    with caplog.at_level(logging.WARNING, logger="spanguard.streams.sdk.client"):
         faults = await session.add(Message("m4", "Thanks. Please close that account today."))
 
     assert faults == []

@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from schemas import OutputEvent
-from schemas.codec import encode_output
-from streams.engine.driver import EngineDriver
-from streams.engine.engine import Engine, Source
-from streams.reference.compare import first_divergence
-from streams.sim import SimConfig, SimulatedFleet, simulate
-from streams.sim.injections import LOOKALIKES, REGISTRY
-from streams.sim.quality import evaluate
+from spanguard.schemas import OutputEvent
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.reference.compare import first_divergence
+from spanguard.streams.sim import SimConfig, SimulatedFleet, simulate
+from spanguard.streams.sim.injections import LOOKALIKES, REGISTRY
+from spanguard.streams.sim.quality import evaluate
 
 NEW_KINDS = (
     "TOOL_PAIR_SPLIT",

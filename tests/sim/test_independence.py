@@ -1,4 +1,4 @@
-"""The simulator's truth does not come from the engine: no module of ``streams.sim``
+"""The simulator's truth does not come from the engine: no module of ``spanguard.streams.sim``
 imports the engine, but the configuration reading the engine's default settings
 (which the truth file records), and the hand-written example scenarios."""
 
@@ -7,18 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import streams.sim
-from streams.engine.config import EngineSettings
-from streams.reference import gate, model, rewrite, state
-from streams.sim import SimConfig, simulate
-from streams.sim.config import engine_assumptions
+import spanguard.streams.sim
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.reference import gate, model, rewrite, state
+from spanguard.streams.sim import SimConfig, simulate
+from spanguard.streams.sim.config import engine_assumptions
 
-PACKAGE = Path(streams.sim.__file__).parent
+PACKAGE = Path(spanguard.streams.sim.__file__).parent
 ALLOWED = {
-    ("config.py", "streams.engine.config"),
+    ("config.py", "spanguard.streams.engine.config"),
     # Example traces for the docs and the engine's own tests; no truth is made from them.
-    ("scenarios.py", "streams.engine.trace"),
-    ("compactions.py", "streams.engine.trace"),
+    ("scenarios.py", "spanguard.streams.engine.trace"),
+    ("compactions.py", "spanguard.streams.engine.trace"),
 }
 
 
@@ -31,7 +31,11 @@ def _engine_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module is not None, path.name
             names = [node.module]
-        found.update(n for n in names if n == "streams.engine" or n.startswith("streams.engine."))
+        found.update(
+            n
+            for n in names
+            if n == "spanguard.streams.engine" or n.startswith("spanguard.streams.engine.")
+        )
     return found
 
 
@@ -42,7 +46,7 @@ def test_no_module_of_the_simulator_imports_the_engine() -> None:
         for module in _engine_imports(path)
     }
     assert offending <= ALLOWED, offending - ALLOWED
-    assert ("config.py", "streams.engine.config") in offending
+    assert ("config.py", "spanguard.streams.engine.config") in offending
 
 
 def test_the_truth_assumes_the_engine_defaults() -> None:
@@ -77,11 +81,12 @@ def test_the_reference_reads_the_contract_defaults_as_the_engine_does() -> None:
 def test_the_text_generator_imports_nothing_of_the_simulator_or_the_engine() -> None:
     # bench/ and the scenarios import it on its own: no side effect, no heavy import.
     code = (
-        "import sys, streams.sim.texts, streams.sim.vocab; "
-        "print(sorted(m for m in sys.modules if m.startswith('streams')))"
+        "import sys, spanguard.streams.sim.texts, spanguard.streams.sim.vocab; "
+        "print(sorted(m for m in sys.modules if m.startswith('spanguard.streams')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
     assert (
         done.stdout.strip()
-        == "['streams', 'streams.sim', 'streams.sim.texts', 'streams.sim.vocab']"
+        == "['spanguard.streams', 'spanguard.streams.sim', 'spanguard.streams.sim.texts',"
+        " 'spanguard.streams.sim.vocab']"
     )

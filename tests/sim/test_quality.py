@@ -11,12 +11,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from schemas.codec import encode_output
-from streams.cli import sim_cli
-from streams.cli.replay import replay
-from streams.engine.driver import EngineDriver
-from streams.sim import SimConfig, SimulatedFleet, simulate
-from streams.sim.quality import QualityReport, evaluate, read_outputs
+from spanguard.schemas.codec import encode_output
+from spanguard.streams.cli import sim_cli
+from spanguard.streams.cli.replay import replay
+from spanguard.streams.engine.driver import EngineDriver
+from spanguard.streams.sim import SimConfig, SimulatedFleet, simulate
+from spanguard.streams.sim.quality import QualityReport, evaluate, read_outputs
 
 ALL_KINDS = {
     "SCORE_PROVENANCE_GAP",
@@ -287,8 +287,8 @@ def test_simulate_to_stdout(tmp_path: Path) -> None:
 def test_simulate_publishes_to_kafka_and_still_writes_the_truth(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.kafka_io.topics as topics
-    import streams.kafka_io.traces as kafka_io
+    import spanguard.streams.kafka_io.topics as topics
+    import spanguard.streams.kafka_io.traces as kafka_io
 
     sent: dict[str, Any] = {}
 

@@ -13,17 +13,17 @@ from itertools import pairwise
 
 import pytest
 
-from schemas import OutputEvent
-from streams.engine.engine import Engine, Source
-from streams.engine.names import NameBook
-from streams.engine.referents import extract
-from streams.reference.compare import first_divergence, outcomes_of
-from streams.reference.outcome import Fault
-from streams.sim import SimConfig, SimulatedFleet, simulate
-from streams.sim.config import LONG_SESSION_EVENTS
-from streams.sim.steps import LIVE_BUDGET, SECOND_SCORER
-from streams.sim.texts import AgentTexts
-from streams.sim.vocab import SUPPORT
+from spanguard.schemas import OutputEvent
+from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import extract
+from spanguard.streams.reference.compare import first_divergence, outcomes_of
+from spanguard.streams.reference.outcome import Fault
+from spanguard.streams.sim import SimConfig, SimulatedFleet, simulate
+from spanguard.streams.sim.config import LONG_SESSION_EVENTS
+from spanguard.streams.sim.steps import LIVE_BUDGET, SECOND_SCORER
+from spanguard.streams.sim.texts import AgentTexts
+from spanguard.streams.sim.vocab import SUPPORT
 
 Json = dict[str, object]
 

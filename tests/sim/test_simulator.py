@@ -1,4 +1,4 @@
-"""``streams.sim``: determinism, well-formed traces, texts that say what
+"""``spanguard.streams.sim``: determinism, well-formed traces, texts that say what
 they hold, and the generator's own referent truth."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from schemas import INPUT_ADAPTER, FaultKind
-from streams.engine.names import NameBook
-from streams.engine.referents import extract
-from streams.sim import (
+from spanguard.schemas import INPUT_ADAPTER, FaultKind
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import extract
+from spanguard.streams.sim import (
     INJECTIONS,
     REGISTRY,
     FleetTruth,
@@ -28,8 +28,8 @@ from streams.sim import (
     simulate,
     truth_path_for,
 )
-from streams.sim.injections import LOOKALIKES
-from streams.sim.texts import Entity, compose
+from spanguard.streams.sim.injections import LOOKALIKES
+from spanguard.streams.sim.texts import Entity, compose
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = SimConfig(sessions=30, seed=7, fault_rate=0.6)
@@ -52,7 +52,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(fleet: SimulatedFleet) -> N
 def test_bytes_do_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
     # Set iteration order changes with PYTHONHASHSEED; the output must not.
     code = (
-        "import sys; from streams.sim import simulate, SimConfig; "
+        "import sys; from spanguard.streams.sim import simulate, SimConfig; "
         "f = simulate(SimConfig(sessions=12, seed=3, fault_rate=0.8)); "
         "sys.stdout.buffer.write(b''.join(l + b'\\n' for l in f.lines) + f.truth.to_json())"
     )

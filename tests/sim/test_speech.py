@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.engine.names import NameBook
-from streams.engine.referents import extract
-from streams.engine.words import is_ordinary, is_proper
-from streams.sim import SimConfig, SimulatedFleet, simulate
-from streams.sim.texts import AgentTexts, Domain, Entity, compose
-from streams.sim.vocab import (
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import extract
+from spanguard.streams.engine.words import is_ordinary, is_proper
+from spanguard.streams.sim import SimConfig, SimulatedFleet, simulate
+from spanguard.streams.sim.texts import AgentTexts, Domain, Entity, compose
+from spanguard.streams.sim.vocab import (
     AIRLINE,
     BOOKING,
     CITIES,

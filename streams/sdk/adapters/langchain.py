@@ -40,22 +40,24 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import BaseMessage, trim_messages
 from langgraph.runtime import Runtime
 
-from schemas import FaultKind
-from streams.sdk.adapters.lc_messages import (
+from spanguard.schemas import FaultKind
+from spanguard.streams.sdk.adapters.lc_messages import (
     apply_update,
     replace_all,
     to_messages,
     tool_partners,
 )
-from streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
-from streams.sdk.compaction import (
+from spanguard.streams.sdk.bridge import AnySession, run_async, run_sync, unwrap
+from spanguard.streams.sdk.compaction import (
     DEFAULT_VETO,
     CompactionGuard,
     CompactionOutcome,
     GuardOptions,
 )
-from streams.sdk.compaction import SpanguardFaultError as SpanguardFaultError  # re-exported
-from streams.sdk.messages import Message
+from spanguard.streams.sdk.compaction import (
+    SpanguardFaultError as SpanguardFaultError,
+)  # re-exported
+from spanguard.streams.sdk.messages import Message
 
 FAULTS_KEY = "spanguard_faults"
 

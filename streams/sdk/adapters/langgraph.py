@@ -30,10 +30,10 @@ from typing import Annotated, Any, Unpack
 from langchain_core.messages import BaseMessage
 from langgraph.graph import MessagesState
 
-from streams.sdk.adapters.langchain import fault_records, gate_messages
-from streams.sdk.adapters.lc_messages import to_messages
-from streams.sdk.bridge import AnySession, run_async, run_sync
-from streams.sdk.compaction import CompactionGuard, GuardOptions
+from spanguard.streams.sdk.adapters.langchain import fault_records, gate_messages
+from spanguard.streams.sdk.adapters.lc_messages import to_messages
+from spanguard.streams.sdk.bridge import AnySession, run_async, run_sync
+from spanguard.streams.sdk.compaction import CompactionGuard, GuardOptions
 
 Compactor = Callable[[list[BaseMessage]], Sequence[BaseMessage] | None]
 FAULTS_KEY = "spanguard_faults"

@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from streams.sdk.messages import Message, TokenCounter
+from spanguard.streams.sdk.messages import Message, TokenCounter
 
 SUMMARY_PREAMBLE = "Here is a summary of the conversation to date:\n\n"
 """What ``SummarizationMiddleware`` puts before the summary text (langchain 1.x)."""

@@ -42,15 +42,15 @@ from typing import Any, Protocol, Unpack
 
 import orjson
 
-from schemas import IntegrityFault, text_sha256
-from streams.sdk.bridge import AnySession
-from streams.sdk.compaction import (
+from spanguard.schemas import IntegrityFault, text_sha256
+from spanguard.streams.sdk.bridge import AnySession
+from spanguard.streams.sdk.compaction import (
     CompactionGuard,
     CompactionOutcome,
     GuardOptions,
     SpanguardFaultError,
 )
-from streams.sdk.messages import SYSTEM_ROLES, Message
+from spanguard.streams.sdk.messages import SYSTEM_ROLES, Message
 
 Item = Mapping[str, Any]
 

@@ -11,7 +11,9 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("name", ["sdk_langchain.py", "sdk_langgraph.py", "sdk_openai.py"])
+@pytest.mark.parametrize(
+    "name", ["sdk_langchain.py", "sdk_langgraph.py", "sdk_openai.py", "sdk_deepagents.py"]
+)
 def test_example_runs_and_keeps_the_referred_account(name: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name), "--offline"],

@@ -18,7 +18,7 @@ help:
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,broker]'
+	$(BIN)/pip install -q -e '.[dev,broker,worker]'
 	touch $@
 
 setup: $(VENV)/.installed

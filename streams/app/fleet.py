@@ -41,7 +41,7 @@ from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.fleet_view import local_view
 from spanguard.streams.fleet.membership import Members, MembershipService
-from spanguard.streams.fleet.metrics import FleetMetrics, build_version, engine_figures
+from spanguard.streams.fleet.metrics import FleetMetrics, engine_figures
 from spanguard.streams.fleet.otel import OtlpExport
 from spanguard.streams.fleet.recent import RecentRecords
 from spanguard.streams.fleet.rules import Rule, load_rules
@@ -50,6 +50,7 @@ from spanguard.streams.kafka_io.security import aiokafka_security
 from spanguard.streams.kafka_io.traces import bootstrap_servers
 from spanguard.streams.runtime.config import RuntimeConfig
 from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.version import build_version
 
 if TYPE_CHECKING:
     from spanguard.streams.app.topology import Topology

@@ -17,6 +17,7 @@ from rich.console import Console
 from spanguard.schemas import OUTPUT_SUFFIXES
 from spanguard.schemas.codec import decode_output
 from spanguard.streams.cli.demo_lines import demo_line
+from spanguard.streams.cli.extras import require_worker
 from spanguard.streams.cli.summary import OutputSummary
 from spanguard.streams.kafka_io.connection import diagnose_connection, redact
 from spanguard.streams.kafka_io.security import CredentialsError, aiokafka_security
@@ -99,7 +100,8 @@ def worker(
         ),
     ] = 1,
 ) -> None:
-    """Run a spanguard worker against the configured broker."""
+    """Run a spanguard worker against the configured broker (needs spanguard[worker])."""
+    require_worker()
     import faust
 
     from spanguard.streams.app.topology import build_topology

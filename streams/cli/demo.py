@@ -23,6 +23,7 @@ from spanguard.schemas import OUTPUT_SUFFIXES
 from spanguard.schemas.codec import decode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.cli.demo_lines import demo_line, in_wall_time
+from spanguard.streams.cli.extras import require_worker
 from spanguard.streams.kafka_io.topics import ensure_topics
 from spanguard.streams.kafka_io.traces import OutputReader, bootstrap_servers, produce_lines
 from spanguard.streams.localbroker.broker import BrokerError, LocalBroker
@@ -46,7 +47,9 @@ def demo(
         float | None, typer.Option(help="stop after SECONDS (default: Ctrl-C)")
     ] = None,
 ) -> None:
-    """Run broker + worker + a demo fleet, and print what spanguard decides, live."""
+    """Run broker + worker + a demo fleet, and print what spanguard decides, live
+    (needs spanguard[worker] and spanguard[broker])."""
+    require_worker()
     # SIGTERM (e.g. from a supervisor) stops as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

@@ -14,7 +14,7 @@ from spanguard.streams.cli.process import tune_gc
 from spanguard.streams.cli.replay import replay
 from spanguard.streams.cli.rules import check_rules
 from spanguard.streams.cli.sim_cli import quality, simulate
-from spanguard.streams.fleet.metrics import build_version
+from spanguard.streams.version import build_version
 
 app = typer.Typer(
     name="spanguard",

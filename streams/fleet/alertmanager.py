@@ -30,25 +30,14 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from spanguard.streams.fleet.alerts import AlertState
+from spanguard.streams.fleet.config import alerts_endpoint
 from spanguard.streams.fleet.observations import to_datetime
 from spanguard.streams.fleet.rules import FaultCountRule, Rule
 
 log = logging.getLogger(__name__)
 
-API_PATH = "/api/v2/alerts"
 LIFETIME_RESENDS = 4
 """A firing alert's ``endsAt`` lies this many resend intervals ahead (as Prometheus)."""
-
-
-def alerts_endpoint(url: str) -> str:
-    """``http://am:9093`` (or ``.../api/v2/alerts``) -> the v2 alerts endpoint.
-
-    Raises ValueError on anything that is not an http(s) URL.
-    """
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"Alertmanager URL must start with http:// or https://: {url!r}")
-    base = url.rstrip("/")
-    return base if base.endswith(API_PATH) else base + API_PATH
 
 
 def redacted(url: str) -> str:

@@ -7,9 +7,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from spanguard.streams.fleet.alertmanager import alerts_endpoint
 from spanguard.streams.fleet.auth import TenantToken
 from spanguard.streams.fleet.otel import logs_endpoint
+
+ALERTS_API_PATH = "/api/v2/alerts"
+"""Alertmanager's v2 alerts endpoint, under its base URL."""
+
+
+def alerts_endpoint(url: str) -> str:
+    """``http://am:9093`` (or ``.../api/v2/alerts``) -> the v2 alerts endpoint.
+
+    Raises ValueError on anything that is not an http(s) URL. (Here, not in
+    :mod:`~spanguard.streams.fleet.alertmanager`: the settings are read by every
+    command, the notifier's aiohttp only by the worker.)
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"Alertmanager URL must start with http:// or https://: {url!r}")
+    base = url.rstrip("/")
+    return base if base.endswith(ALERTS_API_PATH) else base + ALERTS_API_PATH
 
 
 class FleetSettings(BaseModel):

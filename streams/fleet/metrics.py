@@ -23,7 +23,6 @@ import platform
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 
 from prometheus_client import (
     CollectorRegistry,
@@ -55,6 +54,7 @@ from spanguard.schemas import (
     SpanPinned,
 )
 from spanguard.streams.engine.engine import Engine
+from spanguard.streams.version import build_version
 
 OTHER = "other"
 """The tenant label of every tenant past the cap."""
@@ -77,14 +77,6 @@ harness's other roles share ``role="other"`` (labels stay bounded)."""
 THRASHING_MEMORY = 100_000
 """Sessions remembered as already thrashing (so a session counts once; least
 recently thrashing forgotten first)."""
-
-
-def build_version() -> str:
-    """The installed spanguard version (``0+unknown`` from a bare source tree)."""
-    try:
-        return metadata.version("spanguard")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def role_label(role: str) -> str:

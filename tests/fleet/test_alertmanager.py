@@ -15,12 +15,11 @@ from spanguard.streams.fleet.alertmanager import (
     AlertmanagerClient,
     AlertmanagerNotifier,
     Links,
-    alerts_endpoint,
     postable_alert,
     redacted,
 )
 from spanguard.streams.fleet.alerts import AlertBook, AlertState
-from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.fleet.config import FleetSettings, alerts_endpoint
 from spanguard.streams.fleet.rules import Evaluation, parse_rules
 from spanguard.streams.localbroker.broker import free_ports
 from tests.fleet.monitoring_stack import alertmanager, http_json

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spanguard.streams.cli.main import app
-from spanguard.streams.fleet.metrics import build_version
+from spanguard.streams.version import build_version
 
 COMMANDS = [[], ["replay"], ["worker"], ["produce"], ["consume"], ["demo"], ["check-rules"]]
 

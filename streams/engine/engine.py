@@ -249,7 +249,7 @@ class Engine:
             session = self.sessions[key] = SessionState(
                 tenant=event.tenant, session_id=event.session_id
             )
-        if event.event_id in session.recent_set:
+        if event.event_id in session.recent:
             self.stats.duplicates += 1
             return []
         self._touch_newest(session, event.ts)

@@ -28,7 +28,7 @@ drain, rebuilds exactly the state the engine had at that drain.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,6 +46,7 @@ from spanguard.streams.engine.state import (
     DriftPoint,
     DriftWindow,
     GoneSpan,
+    RecentIds,
     SessionState,
     SpanState,
 )
@@ -342,8 +343,9 @@ def _load_window(session: SessionState, chunks: dict[int, list[str]], window: in
             numbered.extend(ids[max(0, first - start) :])
     start = open_number * CHUNK_IDS
     numbered.extend(session.open_chunk[max(0, first - start) :])
-    session.recent_ids = deque(numbered[-window:] if window > 0 else ())
-    session.recent_set = set(session.recent_ids)
+    recent = session.recent = RecentIds()
+    for event_id in numbered[-window:] if window > 0 else ():
+        recent.add(event_id, window)
 
 
 def _load_header(session: SessionState, data: dict[str, Any]) -> None:

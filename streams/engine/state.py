@@ -13,7 +13,8 @@ running sums and sorted indexes so that the gate never rescans the session:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -136,6 +137,50 @@ class DriftPoint:
 ScoreKey = tuple[float, int, str]
 
 
+class RecentIds:
+    """The duplicate window: the last accepted event ids of a session, kept as 64-bit
+    digests (8 bytes each, in two flat arrays) instead of the strings.
+
+    ``ring`` holds the digests in the order they were accepted (a circular buffer
+    once the window is full, the oldest at ``head``), ``ordered`` the same digests
+    sorted, for a binary search. The digest is Python's own ``hash()`` of the id
+    (SipHash, seeded per process): free, because a string caches its hash, and never
+    persisted, since the changelog keeps the ids themselves and a restore digests them
+    again. Two different ids of one window share a digest with a probability of about
+    ``window / 2**64`` per event (5e-16 for 10,000): such an id would be taken for a
+    duplicate. Costs 16 bytes per id where the strings and their set cost ~120.
+    """
+
+    __slots__ = ("head", "ordered", "ring")
+
+    def __init__(self) -> None:
+        self.ring = array("q")
+        self.ordered = array("q")
+        self.head = 0
+
+    def __contains__(self, event_id: str) -> bool:
+        digest = hash(event_id)
+        ordered = self.ordered
+        at = bisect_left(ordered, digest)
+        return at < len(ordered) and ordered[at] == digest
+
+    def __len__(self) -> int:
+        return len(self.ring)
+
+    def add(self, event_id: str, window: int) -> None:
+        """Enter an id; past ``window`` ids the oldest leaves."""
+        digest = hash(event_id)
+        ring, ordered = self.ring, self.ordered
+        if len(ring) < window:
+            ring.append(digest)
+        else:
+            head = self.head
+            del ordered[bisect_left(ordered, ring[head])]
+            ring[head] = digest
+            self.head = (head + 1) % window
+        insort(ordered, digest)
+
+
 @dataclass(slots=True)
 class SessionState:
     """All state of one (tenant, session)."""
@@ -151,8 +196,8 @@ class SessionState:
     known_types: set[str] = field(default_factory=set)
     names: NameBook = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
-    recent_ids: deque[str] = field(default_factory=deque)
-    recent_set: set[str] = field(default_factory=set)
+    recent: RecentIds = field(default_factory=RecentIds)
+    """The duplicate window (digests of the last accepted ids)."""
     remembered: int = 0
     open_chunk: list[str] = field(default_factory=list)
     """Accepted ids since the last full chunk (``remembered % CHUNK_IDS`` of them)."""
@@ -173,12 +218,14 @@ class SessionState:
     scores: dict[str | None, SortedList] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
     poisoned_pending: set[str] = field(default_factory=set)
-    children: dict[str, set[str]] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    """Span id -> the live spans citing it in ``derived_from`` (lists, not sets: a span
+    has a child or two, and a one-item list costs a quarter of a set)."""
     referents: ReferentIndex = field(default_factory=ReferentIndex)
     live_tokens: int = 0
     bound_sum: float = 0.0
     bound_count: int = 0
-    call_spans: dict[str, set[str]] = field(default_factory=dict)
+    call_spans: dict[str, list[str]] = field(default_factory=dict)
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
     protected: set[str] = field(default_factory=set)
     """Live protected spans."""
@@ -218,22 +265,18 @@ class SessionState:
         self.order.add(span.order_key)
         self.live_tokens += span.tokens
         for parent in span.derived_from:
-            self.children.setdefault(parent, set()).add(span.span_id)
+            _link(self.children, parent, span.span_id)
         self.referents.add(span.span_id, span.order_key, span.holds, span.mentions)
         self._index_score(span)
         self._track_stale(span)
         for call in span.call_ids:
-            self.call_spans.setdefault(call, set()).add(span.span_id)
+            _link(self.call_spans, call, span.span_id)
         if span.protected:
             self.protected.add(span.span_id)
 
     def _unlink_calls(self, span: SpanState) -> None:
         for call in span.call_ids:
-            linked = self.call_spans.get(call)
-            if linked is not None:
-                linked.discard(span.span_id)
-                if not linked:
-                    del self.call_spans[call]
+            _unlink(self.call_spans, call, span.span_id)
         self.protected.discard(span.span_id)
 
     def group(self, span_id: str) -> list[str]:
@@ -276,11 +319,7 @@ class SessionState:
     def _unlink_child(self, span: SpanState) -> None:
         # A parent no live span cites any more leaves ``children``.
         for parent in span.derived_from:
-            kids = self.children.get(parent)
-            if kids is not None:
-                kids.discard(span.span_id)
-                if not kids:
-                    del self.children[parent]
+            _unlink(self.children, parent, span.span_id)
 
     def remove_spans(self, span_ids: list[str], seq: int, bulk: bool | None = None) -> None:
         """:meth:`remove_span` for each of ``span_ids``, in order, with the same result.
@@ -427,10 +466,7 @@ class SessionState:
         if len(self.open_chunk) == CHUNK_IDS:
             self.done_chunks[self.remembered // CHUNK_IDS - 1] = self.open_chunk
             self.open_chunk = []
-        self.recent_ids.append(event_id)
-        self.recent_set.add(event_id)
-        while len(self.recent_ids) > window:
-            self.recent_set.discard(self.recent_ids.popleft())
+        self.recent.add(event_id, window)
 
     def forget_changes(self) -> None:
         """Drop the marks of what changed (when no changelog is kept)."""
@@ -454,7 +490,7 @@ class SessionState:
         pending = self.poisoned_pending
         ranked: dict[str | None, list[ScoreKey]] = {}
         stale: set[str] = set()
-        children: dict[str, set[str]] = {}
+        children: dict[str, list[str]] = {}
         live_tokens = 0
         bound_sum = 0.0
         bound_count = 0
@@ -462,7 +498,7 @@ class SessionState:
             live_tokens += span.tokens
             span_id = span.span_id
             for parent in span.derived_from:
-                children.setdefault(parent, set()).add(span_id)
+                _link(children, parent, span_id)
             bound = span.bound
             if bound is not None and span_id not in pending:
                 ranked.setdefault(bound.query_sha256, []).append(
@@ -478,15 +514,33 @@ class SessionState:
         self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
         self.stale = stale
         self.children = children
-        call_spans: dict[str, set[str]] = {}
+        call_spans: dict[str, list[str]] = {}
         for span in spans:
             for call in span.call_ids:
-                call_spans.setdefault(call, set()).add(span.span_id)
+                _link(call_spans, call, span.span_id)
         self.call_spans = call_spans
         self.protected = {span.span_id for span in spans if span.protected}
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count
+
+
+def _link(index: dict[str, list[str]], name: str, member: str) -> None:
+    """Enter ``member`` under ``name`` in a one-to-few index (once)."""
+    members = index.get(name)
+    if members is None:
+        index[name] = [member]
+    elif member not in members:
+        members.append(member)
+
+
+def _unlink(index: dict[str, list[str]], name: str, member: str) -> None:
+    """Take ``member`` out from under ``name``; a name with no member left leaves."""
+    members = index.get(name)
+    if members is not None and member in members:
+        members.remove(member)
+        if not members:
+            del index[name]
 
 
 def _keys(span: SpanState) -> tuple[str, ...]:

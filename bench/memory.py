@@ -1,0 +1,127 @@
+"""Memory per live span and per live session (issue 22, item 2).
+
+Two figures, both the growth of ``tracemalloc``'s traced memory while an engine
+processes the input (the input lines are built before tracing starts, and the
+engine's module-level caches are warmed by a throw-away run first, so only what the
+live state holds is counted):
+
+* **bytes per live span**: one engine holding ``--spans-sessions`` x 1,000 live,
+  scored spans (the workload of ``bench.engine``'s memory row,
+  :func:`bench.engine_costs.measure_memory`), each session's duplicate window included;
+* **bytes per live session**: one engine holding ``--sessions`` simulated sessions
+  (``spanguard.streams.sim``, the default fleet's ~60 events a session), none of them
+  closed (their ``session.closed`` lines are left out) and idle expiry off, so every
+  session stays live.
+
+    .venv/bin/python -m bench.memory             # tracemalloc figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import tracemalloc
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine, Source
+
+Json = dict[str, Any]
+TARGET_BYTES_PER_SPAN = 600.0
+TARGET_BYTES_PER_SESSION = 12_000.0
+SOURCE = Source("spanguard.events", 0, 0)
+
+
+def open_session_lines(sessions: int, seed: int = 7) -> list[bytes]:
+    """The simulated fleet's input lines without its ``session.closed`` events."""
+    from spanguard.streams.sim import SimConfig, simulate
+
+    fleet = simulate(SimConfig(sessions=sessions, seed=seed))
+    return [line for line in fleet.lines if not _closes(line)]
+
+
+def _closes(line: bytes) -> bool:
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(event, dict) and event.get("type") == "session.closed"
+
+
+def _traced_growth(lines: Sequence[bytes], settings: EngineSettings) -> tuple[Engine, int]:
+    """An engine fed ``lines`` and the traced bytes it grew by."""
+    gc.collect()
+    tracemalloc.start()
+    engine = Engine(settings)
+    before = tracemalloc.get_traced_memory()[0]
+    for line in lines:
+        engine.process_raw(line, SOURCE)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return engine, after - before
+
+
+def measure_sessions(sessions: int) -> Json:
+    """Traced bytes per live simulated session (and per live span of those sessions)."""
+    lines = open_session_lines(sessions)
+    settings = EngineSettings(idle_timeout=timedelta(0))
+    # Warm the extractor's caches (interned words, compiled patterns) on other sessions.
+    for line in open_session_lines(20, seed=99):
+        Engine(settings).process_raw(line, SOURCE)
+    engine, grown = _traced_growth(lines, settings)
+    live = len(engine.sessions)
+    spans = sum(len(state.spans) for state in engine.sessions.values())
+    gone = sum(len(state.gone) for state in engine.sessions.values())
+    per_session = grown / live
+    return {
+        "sessions": live,
+        "events": len(lines),
+        "live_spans": spans,
+        "gone_spans": gone,
+        "traced_bytes": grown,
+        "bytes_per_live_session": round(per_session),
+        "target": TARGET_BYTES_PER_SESSION,
+        "met": per_session <= TARGET_BYTES_PER_SESSION,
+    }
+
+
+def measure_spans(sessions: int) -> Json:
+    """``bench.engine``'s memory row: traced bytes per live span, 1,000 spans a session."""
+    from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
+    from bench.engine_costs import measure_memory
+
+    gen = TextGen(random.Random(5))
+    templates = [USER_TEMPLATES, TOOL_TEMPLATES]
+    pick = iter(range(10**9))
+
+    def text() -> str:
+        return gen.text(templates[next(pick) % 2])
+
+    return measure_memory(text, sessions=sessions, spans=1_000)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the figures as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__)
+    parser.add_argument("--sessions", type=int, default=1_000, help="simulated sessions")
+    parser.add_argument(
+        "--spans-sessions", type=int, default=100, help="sessions of 1,000 spans (per-span row)"
+    )
+    args = parser.parse_args(argv)
+    report: Json = {
+        "per_session": measure_sessions(args.sessions),
+        "per_span": measure_spans(args.spans_sessions),
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

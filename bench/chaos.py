@@ -3,19 +3,24 @@
     .venv/bin/python -m bench.chaos                          # 2 workers, at-least-once
     .venv/bin/python -m bench.chaos --workers 1 --guarantee exactly_once --runs 10
 
-Each run: a fresh topic prefix; ``--sessions`` simulated sessions produced in
+Each run: a fresh topic prefix; ``--sessions`` simulated sessions, spread over
+``--hours`` hours of event time (72) with ``--idle-sessions`` sessions that go quiet
+and come back (contract 1.2's idle expiry, 24 h: every simulated session expires a day
+after its last event, some quiet ones come back expired, others after 20 h still
+live, so sessions expire all through the run and the kills land among them), produced in
 ``--chunks`` chunks ``--chunk-gap`` seconds apart; every ``--kill-every`` seconds
 one worker (round robin) gets SIGKILL and is restarted ``--restart-after``
 seconds later. Once everything is produced and every worker is back, the output
 topics are read (read committed) until every output replay makes is there or
 ``--settle`` seconds pass without news. Printed per run, against
-``spanguard replay`` of the same trace:
+``spanguard replay --partitions 4`` of the same trace (one expiry clock per partition):
 
 * missing: outputs replay makes that never appeared;
 * extra: outputs that replay does not make (diverged state);
 * duplicate: outputs read more than once (must be 0 under exactly-once;
   at-least-once may repeat an output, with the same id, after a kill);
-* stalled: sessions with a missing output.
+* stalled: sessions with a missing output;
+* expired: sessions replay expired (``SESSION_EXPIRED``: the events refused so).
 
 Results go to ``bench/results/chaos.json`` (``--out``).
 """
@@ -30,6 +35,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -41,10 +47,15 @@ from spanguard.schemas import ID_FIELD, OUTPUT_SUFFIXES
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.kafka_io.traces import OutputReader, produce_lines
+from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.kafka_io.traces import OutputReader, line_partition, produce_lines
 from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 4
+EPOCH = datetime(2026, 6, 1, tzinfo=UTC)
+"""Event time of the trace's start: in the past, so that the broker timestamps (now)
+never clamp a partition's clock and Kafka expires as replay does."""
 
 
 @dataclass
@@ -62,6 +73,10 @@ class ChaosResult:
     duplicate: int
     stalled: int
     seconds: float
+    expired: int = 0
+    """Sessions replay expired (idle for more than idle_timeout)."""
+    refused_expired: int = 0
+    """Events replay refused ``SESSION_EXPIRED``."""
 
     @property
     def clean(self) -> bool:
@@ -86,6 +101,9 @@ class ChaosPlan:
     restart_after: float = 2.0
     settle: float = 30.0
     timeout: float = 300.0
+    hours: float = 72.0
+    """Event time the trace spans (0: the simulator's own, a few minutes)."""
+    idle_sessions: int = 48
 
 
 def identity(raw: bytes) -> tuple[str, str]:
@@ -99,13 +117,54 @@ def identity(raw: bytes) -> tuple[str, str]:
 
 
 def replay(lines: list[bytes]) -> Counter[tuple[str, str]]:
-    """Replay's outputs of ``lines``, by identity."""
-    engine = Engine()
-    return Counter(
-        identity(encode_output(o))
-        for i, line in enumerate(lines)
-        for o in engine.process_raw(line, Source("replay", -1, i))
-    )
+    """Outputs of ``spanguard replay --partitions 4`` of ``lines``, by identity."""
+    return replay_engines(lines)[0]
+
+
+def replay_engines(lines: list[bytes]) -> tuple[Counter[tuple[str, str]], list[Engine]]:
+    """Replay's outputs of ``lines`` (one engine and expiry clock per partition, as
+    the workers have) and its engines."""
+    engines = {p: Engine() for p in range(PARTITIONS)}
+    outputs: Counter[tuple[str, str]] = Counter()
+    for i, line in enumerate(lines):
+        partition = line_partition(line, PARTITIONS)
+        for o in engines[partition].process_raw(line, Source("replay", partition, i)):
+            outputs[identity(encode_output(o))] += 1
+    return outputs, list(engines.values())
+
+
+def spread(lines: list[bytes], hours: float, idle_sessions: int) -> list[bytes]:
+    """``lines`` spread evenly over ``hours`` of event time from :data:`EPOCH` (a line's
+    ``ts`` becomes its place in the trace, so each session keeps its order), merged
+    with ``idle_sessions`` sessions that have a turn every 2 hours and go quiet: one
+    in three for 30 h (it comes back expired), one in three for 20 h (still live), the
+    others for good (expired a day later, never back)."""
+    step = timedelta(hours=hours) / max(1, len(lines))
+    timed: list[tuple[datetime, int, bytes]] = []
+    for j, line in enumerate(lines):
+        at = EPOCH + step * j
+        try:
+            data = orjson.loads(line)
+            datetime.fromisoformat(str(data["ts"]).replace("Z", "+00:00"))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            timed.append((at, len(timed), line))  # left as it is: its own dead letter
+            continue
+        data["ts"] = at.isoformat().replace("+00:00", "Z")
+        timed.append((at, len(timed), orjson.dumps(data)))
+    for i in range(idle_sessions):
+        script = SessionScript(session_id=f"idle-{i:03d}", tenant=f"idle-{i % 3}")
+        kind = i % 3
+        # quiet from hour q on: the expiries fall all over the trace's second half
+        q = 2 + (i * 7) % int(max(1, hours * 0.55))
+        for hour in range(i % 2, int(hours), 2):
+            quiet = (kind == 0 and q <= hour < q + 30) or (kind == 1 and q <= hour < q + 20)
+            if quiet or (kind == 2 and hour >= q):
+                continue
+            event = script.add(f"h{hour}", f"turn at hour {hour} of {i}")
+            at = EPOCH + timedelta(hours=hour, minutes=i)
+            event["ts"] = at.isoformat().replace("+00:00", "Z")
+            timed.append((at, len(timed), orjson.dumps(event)))
+    return [line for _, _, line in sorted(timed)]
 
 
 def worker_env(
@@ -116,7 +175,7 @@ def worker_env(
         "SPANGUARD_BROKER": f"kafka://{bootstrap}",
         "SPANGUARD_TOPIC_PREFIX": prefix,
         "SPANGUARD_APP_ID": f"{prefix}-app",
-        "SPANGUARD_PARTITIONS": "4",
+        "SPANGUARD_PARTITIONS": str(PARTITIONS),
         "SPANGUARD_DATA_DIR": str(home / f"data-{name}"),
         "SPANGUARD_WEB_ENABLED": "false",
         "SPANGUARD_SESSION_TIMEOUT": "3",
@@ -136,8 +195,12 @@ def run_chaos(bootstrap: str, plan: ChaosPlan, home: Path, prefix: str) -> Chaos
             sessions=plan.sessions, seed=plan.seed, events_per_session=plan.events_per_session
         )
     ).lines
-    expected = replay(lines)
-    settings = load_settings(broker=f"kafka://{bootstrap}", topic_prefix=prefix, partitions=4)
+    if plan.hours:
+        lines = spread(lines, plan.hours, plan.idle_sessions)
+    expected, engines = replay_engines(lines)
+    settings = load_settings(
+        broker=f"kafka://{bootstrap}", topic_prefix=prefix, partitions=PARTITIONS
+    )
     asyncio.run(ensure_topics(settings))
 
     def spawn(i: int, generation: int) -> WorkerProcess:
@@ -190,6 +253,10 @@ def run_chaos(bootstrap: str, plan: ChaosPlan, home: Path, prefix: str) -> Chaos
         duplicate=sum(n - 1 for n in got.values() if n > 1),
         stalled=len({session for session, _ in missing}),
         seconds=round(time.monotonic() - started, 1),
+        expired=sum(e.stats.sessions_expired for e in engines),
+        refused_expired=sum(
+            n for (_, key), n in expected.items() if key.startswith("rejected:SESSION_EXPIRED")
+        ),
     )
 
 
@@ -226,7 +293,7 @@ async def _all_committed(bootstrap: str, prefix: str) -> bool:
     await admin.start()
     await consumer.start()
     try:
-        parts = [TopicPartition(topic, p) for p in range(4)]
+        parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         ends = await consumer.end_offsets(parts)
         committed = await admin.list_consumer_group_offsets(f"{prefix}-app", partitions=parts)
         return all(tp in committed and committed[tp].offset >= end for tp, end in ends.items())
@@ -274,6 +341,7 @@ def _report(result: ChaosResult) -> ChaosResult:
         f"workers={result.workers} {result.guarantee} events={result.events} "
         f"kills={result.kills} expected={result.expected} missing={result.missing} "
         f"extra={result.extra} duplicate={result.duplicate} stalled={result.stalled} "
+        f"expired={result.expired} refused_expired={result.refused_expired} "
         f"({result.seconds}s)",
         flush=True,
     )

@@ -311,8 +311,16 @@ class Sample:
     changelog_bytes: int
     changelog_cleaned: bool
     fresh_worker_ready_s: float | None
+    """From the fresh worker's ``Worker: Starting`` to its ``Worker: Ready`` (its log)."""
+    fresh_worker_spawn_to_ready_s: float | None
+    """From its spawn (interpreter start and imports included) to ready."""
     fresh_worker_restored: list[str]
     wall_s: float
+
+
+def _logged_at(line: str) -> datetime:
+    """The time at the head of a worker's log line (``[2026-12-03 13:15:39,483] ...``)."""
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
 
 
 def rss_mb(pid: int) -> float:
@@ -462,9 +470,11 @@ class Soak:
                 return size, cleaned
             time.sleep(1)
 
-    def fresh_worker(self) -> tuple[float, list[str]]:
-        """Start a second worker (empty data dir) in the group; seconds to ready and
-        its restore lines. It is stopped again at once."""
+    def fresh_worker(self) -> tuple[float, float, list[str]]:
+        """Start a second worker (empty data dir) in the group: seconds from spawn to
+        ready, from its log's ``Worker: Starting`` to ``Worker: Ready`` (without the
+        interpreter's start and imports, which a loaded machine stretches), and its
+        restore lines. It is stopped again at once."""
         t0 = time.monotonic()
         worker, _ = self.spawn(f"fresh{self._workers}")
         try:
@@ -472,12 +482,11 @@ class Soak:
             ready = time.monotonic() - t0
         finally:
             worker.stop()
-        restored = [
-            line.split("spanguard: ", 1)[-1]
-            for line in worker.log_text().splitlines()
-            if "restored:" in line
-        ]
-        return round(ready, 2), restored
+        log = worker.log_text().splitlines()
+        started = next(_logged_at(line) for line in log if "[^Worker]: Starting" in line)
+        logged = next(_logged_at(line) for line in log if "[^Worker]: Ready" in line)
+        restored = [line.split("spanguard: ", 1)[-1] for line in log if "restored:" in line]
+        return round(ready, 2), round((logged - started).total_seconds(), 2), restored
 
     def run(self) -> list[Sample]:
         asyncio.run(self.create_topics())
@@ -514,7 +523,7 @@ class Soak:
         rss = rss_mb(worker.process.pid)
         size, cleaned = self.wait_cleaned()
         fresh = percent in self.plan.fresh_worker
-        ready, restored = self.fresh_worker() if fresh else (None, [])
+        spawned, ready, restored = self.fresh_worker() if fresh else (None, None, [])
         return Sample(
             percent=percent,
             sessions_opened=self.traffic.opened,
@@ -529,6 +538,7 @@ class Soak:
             changelog_bytes=size,
             changelog_cleaned=cleaned,
             fresh_worker_ready_s=ready,
+            fresh_worker_spawn_to_ready_s=spawned,
             fresh_worker_restored=restored,
             wall_s=round(time.monotonic() - self._started, 1),
         )
@@ -607,13 +617,17 @@ def verdicts(samples: list[Sample], kafka: Counter[str], replay: Counter[str]) -
 
 
 def _print_row(s: Sample) -> None:
-    ready = "-" if s.fresh_worker_ready_s is None else f"{s.fresh_worker_ready_s:.1f}"
+    ready = (
+        "-"
+        if s.fresh_worker_ready_s is None
+        else f"{s.fresh_worker_ready_s:.1f} s (spawn {s.fresh_worker_spawn_to_ready_s:.1f})"
+    )
     print(
         f"{s.percent:>4}% {s.sessions_opened:>9,} sessions {s.events:>10,} events "
         f"{s.event_time[:16]}  rss {s.worker_rss_mb:>7.1f} MB  live {s.live_sessions:>8,} "
         f"(replay {s.replay_live_sessions:,}, active {s.active_in_idle_timeout:,})  "
         f"expired {s.sessions_expired:>8,}  changelog {s.changelog_bytes / 1e6:>7.1f} MB"
-        f"{'' if s.changelog_cleaned else ' (cleaner behind)'}  fresh ready {ready} s  "
+        f"{'' if s.changelog_cleaned else ' (cleaner behind)'}  fresh ready {ready}  "
         f"[{s.wall_s:.0f} s]",
         flush=True,
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openhands.sdk import Agent, Conversation
+from openhands.sdk import Agent, LocalConversation
 from openhands.sdk.context.condenser import (
     CondenserBase,
     LLMSummarizingCondenser,
@@ -104,7 +104,7 @@ def _agent_llm(failure: Exception | None = None) -> RecordingLLM:
     script += [say("Noted (2)."), say("Noted (3).")]
     script += [failure] if failure is not None else []
     script += [say("Noted (4)."), say("Noted (5).")]
-    return RecordingLLM(usage_id="agent", scripted_responses=script)
+    return RecordingLLM(model="test-model", usage_id="agent", scripted_responses=script)
 
 
 def summarising(summary: str, max_size: int = 11) -> LLMSummarizingCondenser:
@@ -117,20 +117,21 @@ def _texts(messages: Sequence[Message]) -> list[str]:
     return ["".join(c.text for c in m.content if isinstance(c, TextContent)) for m in messages]
 
 
-Run = tuple[RecordingLLM, Any]
+Run = tuple[RecordingLLM, LocalConversation]
 
 
 def converse(tmp_path: Path, condenser: CondenserBase, *, failure: Exception | None = None) -> Run:
     """(the LLM, a conversation of an agent with ``condenser``)."""
     llm = _agent_llm(failure)
     agent = Agent(llm=llm, tools=[], condenser=condenser)
-    return llm, Conversation(agent=agent, workspace=str(tmp_path), visualizer=None)
+    return llm, LocalConversation(agent=agent, workspace=str(tmp_path), visualizer=None)
 
 
-def play(conversation: Any) -> None:
+def play(conversation: LocalConversation) -> None:
     """Play :data:`TURNS`, running the agent after each."""
     for text in TURNS:
-        conversation.send_message(text)
+        # openhands types the parameters of its @observe-decorated methods as Never.
+        conversation.send_message(text)  # type: ignore[arg-type]
         conversation.run()
 
 
@@ -184,7 +185,8 @@ def test_a_summary_that_drops_the_referred_account_keeps_it_pinned(tmp_path: Pat
     record = outcome.compaction
     assert record is not None and record.merged and not record.removed
     assert record.strategy == "LLMSummarizingCondenser"
-    assert conversation.state.agent.condenser.faults == []
+    # The faults' place: the condenser the conversation's agent holds.
+    assert conversation.state.agent.condenser is condenser and condenser.faults == []
 
 
 def test_without_the_guard_the_same_summary_loses_the_account(tmp_path: Path) -> None:
@@ -205,7 +207,8 @@ def test_a_failed_summary_is_vetoed_and_the_llm_gets_every_event(
     llm, conversation = run(tmp_path, condenser)
 
     assert condenser.outcomes and all(o.vetoed_by == (kind,) for o in condenser.outcomes)
-    assert {f.kind for f in conversation.state.agent.condenser.faults} == {kind}
+    assert conversation.state.agent.condenser is condenser
+    assert {f.kind for f in condenser.faults} == {kind}
     assert not any(isinstance(e, Condensation) for e in conversation.state.events)
     sent = "\n".join(_texts(llm.requests[-1]))
     assert all(turn in sent for turn in TURNS)

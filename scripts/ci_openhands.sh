@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The OpenHands adapter's checks. openhands-sdk needs Python 3.12 or newer and the
+# repository's .venv is 3.11, so this makes (once) a second virtualenv, .venv-openhands
+# (gitignored), with the dev extra (which then includes openhands-sdk), and runs there:
+# mypy (strict, Python 3.12) on the adapter and its test, the test, and the example.
+# PYTHON312 picks the interpreter (default: python3.12 on the PATH, else pyenv's 3.12.1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv-openhands
+PY=${PYTHON312:-$(command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python)}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q -e '.[dev,worker,broker]'
+"$VENV/bin/pip" check
+
+# No network at test time: litellm reads its model price map from its own package.
+export LITELLM_LOCAL_MODEL_COST_MAP=True OPENHANDS_SUPPRESS_BANNER=1
+"$VENV/bin/mypy" --python-version 3.12 streams/sdk/adapters/openhands.py tests/sdk/test_openhands.py
+"$VENV/bin/pytest" -q tests/sdk/test_openhands.py tests/sdk/test_examples.py -k "openhands"

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
 from google.adk.apps.base_events_summarizer import BaseEventsSummarizer
@@ -63,6 +64,7 @@ from spanguard.streams.sdk.adapters.items import (
 )
 from spanguard.streams.sdk.bridge import AnySession, run_async
 from spanguard.streams.sdk.compaction import CompactionOutcome, GuardOptions, SpanguardFaultError
+from spanguard.streams.sdk.decision import Pin
 
 log = logging.getLogger(__name__)
 
@@ -204,10 +206,10 @@ class SpanguardSummarizer(ItemGuard[Event], BaseEventsSummarizer, BasePlugin):
     async def _summarize(self, events: list[Event]) -> Event | None:
         context = self._context(events)
         await self.observe_items(context)
-        window = self._releasable(context, events)
-        if not window:
+        cut = self._releasable(context, events)
+        if not cut.window:
             return None
-        proposal = await self.summarizer.maybe_summarize_events(events=window)
+        proposal = await self.summarizer.maybe_summarize_events(events=cut.window)
         compaction = _summary_of(proposal) if proposal is not None else None
         if proposal is None or compaction is None:
             return None
@@ -215,13 +217,20 @@ class SpanguardSummarizer(ItemGuard[Event], BaseEventsSummarizer, BasePlugin):
         after = context_events([*held, proposal])
         name = type(self.summarizer).__name__
         kept, outcome = await self.gate_items(context, after, strategy=name)
+        if cut.refused:  # what the cut kept out of the range is what spanguard refused
+            outcome = replace(
+                outcome,
+                refused={**cut.refused, **outcome.refused},
+                pins=(*cut.pins, *outcome.pins),
+            )
+            self.outcomes[-1] = outcome
         await self._surface(outcome)
         if not outcome.applied:
             return None
         gone = [e for e in context if e.id not in {k.id for k in kept}]
         return _narrowed(proposal, context, gone)
 
-    def _releasable(self, context: list[Event], events: list[Event]) -> list[Event]:
+    def _releasable(self, context: list[Event], events: list[Event]) -> _Cut:
         """The tail of ``events`` (in the context) after the last event that has to stay:
         protected, pinned by a retained event, or half of a tool pair whose other half
         stays. What stays moves the cut, which can pin more: until nothing changes."""
@@ -229,21 +238,25 @@ class SpanguardSummarizer(ItemGuard[Event], BaseEventsSummarizer, BasePlugin):
         spans = {e.id: self.span(e) for e in context}
         partners = pair_partners(list(spans.values()))
         protected = set(self.session.tracker.protected_ids())
+        cut = _Cut([], {}, [])
         while candidates:
             ids = {e.id for e in candidates}
-            pins = {p.span_id for p in self.session.pins_for(list(ids)) or ()}
-            stays = {
-                e.id
-                for e in candidates
-                if e.id in protected
-                or e.id in pins
-                or any(p not in ids for p in partners.get(e.id, ()))
-            }
+            pins = [p for p in self.session.pins_for(list(ids)) or () if p.span_id in ids]
+            pinned = {p.span_id for p in pins}
+            for event in candidates:
+                if event.id in protected:
+                    cut.refused.setdefault(event.id, "PROTECTED")
+                elif event.id in pinned:
+                    cut.refused.setdefault(event.id, "PINNED")
+                    cut.pins.extend(p for p in pins if p.span_id == event.id)
+                elif any(p not in ids for p in partners.get(event.id, ())):
+                    cut.refused.setdefault(event.id, "TOOL_PAIR")
+            stays = [i for i, e in enumerate(candidates) if e.id in cut.refused]
             if not stays:
-                return candidates
-            last = max(i for i, e in enumerate(candidates) if e.id in stays)
-            candidates = candidates[last + 1 :]
-        return []
+                cut.window = candidates
+                return cut
+            candidates = candidates[max(stays) + 1 :]
+        return cut
 
     async def _surface(self, outcome: CompactionOutcome) -> None:
         """Faults into the ADK session's state (a state-only event, in the latest
@@ -267,6 +280,15 @@ class SpanguardSummarizer(ItemGuard[Event], BaseEventsSummarizer, BasePlugin):
         )
         await self.session_service.append_event(session=self.adk_session, event=event)
         self._recorded = len(self.faults)
+
+
+@dataclass(slots=True)
+class _Cut:
+    """The part of a proposed range that may go, and why the events before it stay."""
+
+    window: list[Event]
+    refused: dict[str, str]
+    pins: list[Pin]
 
 
 def _extent(event: Event) -> tuple[float, float]:

@@ -3,6 +3,7 @@ framework test plays (the Kafka fixtures are tests/conftest.py's)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 import pytest
 
 SDK_DIR = Path(__file__).resolve().parent
+
+# openhands-sdk needs Python 3.12: scripts/ci_openhands.sh runs that test in a 3.12 venv.
+collect_ignore = [] if sys.version_info >= (3, 12) else ["test_openhands.py"]
 
 # The turns of the scenario every framework test plays (seed 001): the account is
 # introduced early, chatter follows, the last turn refers to it as "that account".

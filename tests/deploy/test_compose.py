@@ -5,15 +5,20 @@ line, its packages), so that ``docker compose up`` starts a working pipeline."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from typer.main import get_command
 
+from spanguard.streams.cli.extras import WORKER_MODULES
 from spanguard.streams.cli.main import app
 from spanguard.streams.engine.config import DEV_SECRET
 from spanguard.streams.kafka_io.traces import bootstrap_servers
@@ -156,3 +161,52 @@ def test_the_image_runs_the_cli_and_holds_what_the_services_use(
         assert command in commands, name
         for argument in arguments:  # files the command reads are in the image
             assert argument.split("/", 1)[0] in copied and (ROOT / argument).is_file()
+
+
+def _brought_by(requirements: list[str]) -> set[str]:
+    """The distributions that installing ``requirements`` brings, dependencies included
+    (read from this venv's metadata, which holds every extra)."""
+    seen: set[str] = set()
+    todo = list(requirements)
+    while todo:
+        requirement = Requirement(todo.pop())
+        marker = requirement.marker
+        if marker is not None and ("extra" in str(marker) or not marker.evaluate()):
+            continue  # a dependency's own extra, or not for this platform
+        name = canonicalize_name(requirement.name)
+        if name not in seen:
+            seen.add(name)
+            todo += metadata.requires(name) or []
+    return seen
+
+
+def _provides(module: str) -> set[str]:
+    return {canonicalize_name(d) for d in metadata.packages_distributions()[module]}
+
+
+def _install_extras(target: str) -> list[str]:
+    """``.[dev,worker]`` -> ``["dev", "worker"]`` (``.``: none)."""
+    path, _, extras = target.partition("[")
+    assert path == "."
+    return [e for e in extras.rstrip("]").split(",") if e]
+
+
+def test_the_image_installs_what_the_worker_imports(services: dict[str, Any]) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = _brought_by(project["dependencies"])
+    # ``pip install spanguard`` alone has none of it (the SDK's light install) ...
+    assert all(not _provides(module) & base for module in WORKER_MODULES)
+    # ... and the image, which runs the worker, installs the extra that brings all of it.
+    [install] = [args for op, args in _dockerfile() if op == "RUN" and "pip install" in args]
+    extras = _install_extras(shlex.split(install)[-1])
+    assert "worker" in extras and services["worker"]["command"][0] == "worker"
+    optional = project["optional-dependencies"]
+    image = _brought_by([*project["dependencies"], *(r for e in extras for r in optional[e])])
+    for module in WORKER_MODULES:
+        assert _provides(module) & image, module
+
+
+def test_make_setup_installs_the_worker_and_the_broker() -> None:
+    # make demo and make test (and .ci/run, which runs them) start workers and a broker
+    [target] = re.findall(r"pip install -q -e '([^']+)'", (ROOT / "Makefile").read_text())
+    assert {"dev", "broker", "worker"} <= set(_install_extras(target))

@@ -1,4 +1,5 @@
-"""``import spanguard.streams.sdk`` loads no Faust, ``mode`` or ``rocksdict``, nor a framework."""
+"""``import spanguard.streams.sdk`` loads none of the worker extra (Faust, ``mode``, ``rocksdict``,
+prometheus-client, aiohttp), nor a framework."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import sys
 
 import pytest
 
-HEAVY = ["faust", "mode", "rocksdict", "langchain", "langgraph", "agents", "openai"]
+HEAVY = [
+    "faust",
+    "mode",
+    "rocksdict",
+    "prometheus_client",
+    "aiohttp",
+    "langchain",
+    "langgraph",
+    "agents",
+    "openai",
+]
 
 
 def _loaded_after(statement: str) -> list[str]:

@@ -128,6 +128,10 @@ class RejectReason(StrEnum):
     SESSION_EXPIRED = "SESSION_EXPIRED"
     """Contract 1.2: the session was expired after ``idle_timeout`` without events."""
     TOO_LARGE = "TOO_LARGE"
+    LIMIT_REACHED = "LIMIT_REACHED"
+    """spanguard's extension of 1.2: the event would take its session past
+    ``max_live_spans``, or is the first of a session beyond the partition's
+    ``max_live_sessions``; nothing of it is applied (``docs/contract-notes.md``)."""
 
 
 class OutputEnvelope(ClosedModel):

@@ -92,6 +92,30 @@ class EngineSettings(BaseModel):
         description="a rewrite is thin when it cuts live tokens by less than this share",
     )
     dedup_window: int = Field(10_000, ge=0, description="accepted event ids kept per session")
+    max_live_spans: int = Field(
+        20_000,
+        ge=0,
+        description=(
+            "live spans per session; an event that would make more live is rejected "
+            "LIMIT_REACHED; 0: no limit"
+        ),
+    )
+    max_live_sessions: int = Field(
+        100_000,
+        ge=0,
+        description=(
+            "live sessions per input partition; the first event of one more is rejected "
+            "LIMIT_REACHED; 0: no limit"
+        ),
+    )
+    max_gone_spans: int = Field(
+        4096,
+        ge=0,
+        description=(
+            "evicted spans remembered per session (for ALREADY_EVICTED, lineage and "
+            "SUMMARY_LOST_KEYS); the oldest are forgotten past it; 0: no limit"
+        ),
+    )
     max_event_bytes: int = Field(1 << 20, ge=1024, description="larger inputs are TOO_LARGE")
     dead_letter_raw_limit: int = Field(
         64 * 1024,

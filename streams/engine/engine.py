@@ -42,7 +42,7 @@ from spanguard.streams.engine.persist import (
     forget_record,
     load_sessions,
 )
-from spanguard.streams.engine.rewrite import apply_rewrite
+from spanguard.streams.engine.rewrite import apply_rewrite, live_after
 from spanguard.streams.engine.scoring import apply_scores
 from spanguard.streams.engine.state import SessionState, SpanState
 
@@ -246,6 +246,17 @@ class Engine:
             ]
         session = self.sessions.get(key)
         if session is None:
+            cap = self.settings.max_live_sessions
+            if cap and len(self.sessions) >= cap:
+                detail = (
+                    f"the partition holds {len(self.sessions)} live sessions, its limit "
+                    f"(max_live_sessions {cap}); this session starts when one ends or expires"
+                )
+                return [
+                    self._reject(
+                        raw, source, RejectReason.LIMIT_REACHED, detail, _identity(event), event.ts
+                    )
+                ]
             session = self.sessions[key] = SessionState(
                 tenant=event.tenant, session_id=event.session_id
             )
@@ -266,6 +277,11 @@ class Engine:
                     event.ts,
                 )
             ]
+        over = self._over_span_limit(session, event)
+        if over is not None:
+            identity = _identity(event)
+            self._advance_silently(identity)
+            return [self._reject(raw, source, RejectReason.LIMIT_REACHED, over, identity, event.ts)]
         session.accepted += 1
         if self._track:
             self._touched.add(key)
@@ -301,7 +317,33 @@ class Engine:
             self.stats.closed_sessions[key] = marker.last_seq
             self.stats.sessions_closed += 1
             self.lifetimes.mark(key, marker)
+            return emission.outputs
+        session.forget_gone(self.settings.max_gone_spans)
         return emission.outputs
+
+    # -- limits a runaway harness cannot break ----------------------------
+
+    def _over_span_limit(self, session: SessionState, event: InputEvent) -> str | None:
+        """Why ``event`` would take the session past ``max_live_spans`` (None if it
+        does not): a ``span.added`` at the limit, or a rewrite that leaves more spans
+        live than the limit and than before (one that shrinks the live set always
+        passes, so a session above a lowered limit can still be compacted)."""
+        cap = self.settings.max_live_spans
+        live = len(session.spans)
+        if not cap:
+            return None
+        if isinstance(event, SpanAdded):
+            after = live + 1
+        elif isinstance(event, ContextRewritten) and len(event.context) + live > cap:
+            after = live_after(session, event)  # only near the limit: the bound above is loose
+        else:
+            return None
+        if after <= cap or after <= live:
+            return None
+        return (
+            f"the event would leave {after} live spans, the session's limit is "
+            f"{cap} (max_live_spans); evict or compact first"
+        )
 
     # -- idle expiry (contract 1.2) --------------------------------------
 

@@ -124,6 +124,12 @@ def apply_rewrite(
     )
 
 
+def live_after(session: SessionState, event: ContextRewritten) -> int:
+    """How many spans ``event`` would leave live (the session is not changed)."""
+    diff = _diff(session, event)
+    return len(diff.placed) + len(diff.created)
+
+
 def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
     diff = _Diff()
     base = event.base_seq

@@ -104,6 +104,9 @@ BULK_SHARE = 5
 the session (as a rescan would) instead of one indexed step per span: measured on a
 10,000-span session, a step costs about 8 us per span it touches and a pass about
 2 us per live span, so they cross near one fifth."""
+GONE_SLACK = 8
+"""Gone spans may exceed their bound by 1/GONE_SLACK before the oldest are forgotten
+(down to the bound): one sort per that many evictions, not one scan per eviction."""
 GATE_BULK_SHARE = 8
 """The same crossover for the gate's two bulk paths: its pinned set (by candidates)
 and the removal of the spans it lets go (by spans removed). Measured on a
@@ -367,6 +370,20 @@ class SessionState:
             else:
                 del self.scores[query]
         self.referents.remove_many(removed)
+
+    def forget_gone(self, limit: int) -> None:
+        """Bound the gone spans: past ``limit`` + ``limit // GONE_SLACK`` of them, forget
+        the oldest (by the ``seq`` they left at, then arrival) until ``limit`` remain, and
+        mark their records changed. The order is a function of what the changelog holds,
+        so a restored session forgets the same spans at the same event. 0: no bound."""
+        gone = self.gone
+        if not limit or len(gone) <= limit + limit // GONE_SLACK:
+            return
+        oldest = sorted(gone.items(), key=lambda item: (item[1].seq, item[1].arrival))
+        for span_id, left in oldest[: len(gone) - limit]:
+            del gone[span_id]
+            self.by_arrival.pop(left.arrival, None)
+            self.touch(left.arrival)
 
     # -- scores ----------------------------------------------------------
 

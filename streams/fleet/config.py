@@ -62,7 +62,16 @@ class FleetSettings(BaseModel):
         3600.0, ge=0, description="a firing alert is re-sent at most this often"
     )
     max_tenant_labels: int = Field(
-        50, ge=1, description="tenants with their own metric label; the rest are 'other'"
+        50,
+        ge=1,
+        description=(
+            "tenants with their own metric label (labelled_tenants, then those of lowest "
+            "sha256: the same on every worker); the rest are 'other'"
+        ),
+    )
+    labelled_tenants: tuple[str, ...] = Field(
+        (),
+        description="tenants that always have their own metric label (they use its slots first)",
     )
     alert_sample_sessions: int = Field(5, ge=0, description="sessions listed in an alert")
     top_sessions: int = Field(20, ge=1, description="worst sessions tracked per tenant window")

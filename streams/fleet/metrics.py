@@ -2,7 +2,8 @@
 
 A worker counts what it processed itself (its partitions); Prometheus sums the
 workers. Labels are bounded: a tenant gets its own ``tenant`` label only among
-the first ``max_tenant_labels`` tenants the worker sees, the rest share
+``max_tenant_labels`` tenants (the configured ``labelled_tenants``, then those of
+lowest hash among the tenants seen: the same on every worker), the rest share
 ``tenant="other"``; session ids never become labels.
 
 Rules built on ``increase()`` need a series to exist before it grows: a counter
@@ -19,10 +20,13 @@ prometheus-client are registered too, and ``spanguard_build_info``.
 
 from __future__ import annotations
 
+import hashlib
 import platform
+from bisect import insort
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from prometheus_client import (
     CollectorRegistry,
@@ -84,23 +88,51 @@ def role_label(role: str) -> str:
     return role if role in ROLES else OTHER
 
 
-class TenantLabels:
-    """Maps tenants to label values, keeping at most ``limit`` distinct ones."""
+@lru_cache(maxsize=4096)
+def tenant_rank(tenant: str) -> bytes:
+    """A tenant's place in the label order: sha256 of its name, the same on every worker."""
+    return hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).digest()
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._known: set[str] = set()
+
+class TenantLabels:
+    """Maps tenants to label values, keeping at most ``limit`` distinct ones, chosen
+    the same way on every worker (so ``sum by (tenant)`` over workers adds up).
+
+    The ``always`` tenants (``labelled_tenants``) have their own label whatever else is
+    seen. The other slots go to the tenants of lowest :func:`tenant_rank` among those the
+    worker has seen: independent of the order they came in, so two workers that saw the
+    same tenants label the same ones. A tenant that first appears with a lower rank takes
+    the slot of the highest-ranked labelled one, which goes to ``other`` from then on (its
+    series stops growing); with a stable set of tenants every worker settles on the same
+    labels.
+    """
+
+    __slots__ = ("_labelled", "_ranked", "always", "slots")
+
+    def __init__(self, limit: int, always: Iterable[str] = ()) -> None:
+        self.always = frozenset(always)
+        self.slots = max(0, limit - len(self.always))
+        self._ranked: list[tuple[bytes, str]] = []
+        """The labelled tenants outside ``always``, by rank (at most ``slots``)."""
+        self._labelled: set[str] = set()
 
     def __call__(self, tenant: str | None) -> str:
         """The label value for ``tenant``."""
         if tenant is None:
             return UNKNOWN
-        if tenant in self._known:
+        if tenant in self._labelled or tenant in self.always:
             return tenant
-        if len(self._known) < self.limit:
-            self._known.add(tenant)
-            return tenant
-        return OTHER
+        if not self.slots:
+            return OTHER
+        entry = (tenant_rank(tenant), tenant)
+        ranked = self._ranked
+        if len(ranked) >= self.slots:
+            if entry > ranked[-1]:
+                return OTHER
+            self._labelled.discard(ranked.pop()[1])
+        insort(ranked, entry)
+        self._labelled.add(tenant)
+        return tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +223,14 @@ class FleetMetrics:
         figures: Callable[[], EngineFigures | None] | None = None,
         severities: Mapping[FaultKind, Severity] | None = None,
         rules: Iterable[tuple[str, str]] = (),
+        labelled_tenants: Iterable[str] = (),
     ) -> None:
         """``severities``: each fault kind's configured severity (for counters born at
         0); ``rules``: (name, severity) of the fleet rules (their active-alert gauges
-        exist at 0 from the start)."""
+        exist at 0 from the start); ``labelled_tenants``: tenants that always have their
+        own label (see :class:`TenantLabels`)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        self.tenant = TenantLabels(max_tenant_labels)
+        self.tenant = TenantLabels(max_tenant_labels, labelled_tenants)
         self.severities = dict(DEFAULT_SEVERITY if severities is None else severities)
         r = self.registry
         ProcessCollector(registry=r)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from spanguard.schemas import IntegrityFault
-from spanguard.streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels
+from spanguard.streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels, tenant_rank
 from spanguard.streams.sim.scenarios import broken, demo_fleet
 from tests.fleet.traces import run
 
@@ -73,9 +77,48 @@ def test_tenant_labels_are_capped_and_sessions_never_become_labels() -> None:
     assert not any(session in text for session in sessions)
 
 
-def test_tenant_labels_keep_the_first_tenants() -> None:
-    labels = TenantLabels(2)
-    assert [labels(t) for t in ("a", "b", "c", "a", None)] == ["a", "b", OTHER, "a", "unknown"]
+def _settled(labels: TenantLabels, tenants: list[str]) -> set[str]:
+    """The tenants that keep their own label once ``labels`` has seen ``tenants``."""
+    for tenant in tenants:
+        labels(tenant)
+    return {t for t in tenants if labels(t) == t}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=30, unique=True),
+    st.integers(1, 6),
+    st.randoms(use_true_random=False),
+)
+def test_tenant_labels_are_the_same_on_every_worker(
+    tenants: list[str], limit: int, rng: random.Random
+) -> None:
+    # Two workers see the same tenants in different orders (their partitions' traffic):
+    # they must give the same tenants a label, at most ``limit`` of them, the lowest ranks.
+    shuffled = tenants[:]
+    rng.shuffle(shuffled)
+    first = _settled(TenantLabels(limit), tenants)
+    second = _settled(TenantLabels(limit), shuffled)
+    assert first == second
+    assert first == set(sorted(tenants, key=tenant_rank)[:limit])
+
+
+def test_labelled_tenants_always_have_their_label() -> None:
+    labels = TenantLabels(2, always=["zeta"])
+    ranked = sorted(["a", "b", "c", "d"], key=tenant_rank)
+    assert labels("zeta") == "zeta"
+    assert [labels(t) for t in ranked] == [ranked[0], OTHER, OTHER, OTHER]
+    assert labels(None) == "unknown"
+    # Listed tenants keep their label even when they are more than the cap.
+    assert TenantLabels(1, always=["x", "y"])("y") == "y"
+
+
+def test_a_lower_ranked_tenant_takes_the_highest_slot() -> None:
+    high, low = sorted(["a", "b"], key=tenant_rank, reverse=True)
+    labels = TenantLabels(1)
+    assert labels(high) == high
+    assert labels(low) == low
+    assert labels(high) == OTHER  # its series stops; its later counts go to other
 
 
 def test_gauges_are_replaced_not_accumulated() -> None:

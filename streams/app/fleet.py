@@ -36,7 +36,11 @@ from spanguard.schemas import FaultKind, FleetAlert, Severity
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.fleet.aggregator import FleetAggregator
 from spanguard.streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
-from spanguard.streams.fleet.combiner import FleetCombiner, partition_cycles
+from spanguard.streams.fleet.combiner import (
+    FleetCombiner,
+    partition_cycles,
+    partition_expiries,
+)
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.fleet_view import local_view
@@ -54,6 +58,7 @@ from spanguard.streams.version import build_version
 
 if TYPE_CHECKING:
     from spanguard.streams.app.topology import Topology
+    from spanguard.streams.engine.engine import Engine
     from spanguard.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -239,14 +244,20 @@ def install_fleet(
         labelled_tenants=fleet_settings.labelled_tenants,
     )
     recent = RecentRecords(fleet_settings.ring_size, fleet_settings.ring_sessions)
+
+    def engine_of(partition: int) -> Engine | None:
+        state = runtime.parts.get(partition)
+        return None if state is None else state.engine
+
     combiner = FleetCombiner(
         fleet_settings.window_seconds,
         metrics,
         recent,
-        partition_cycles(lambda p: runtime.parts[p].engine if p in runtime.parts else None),
+        partition_cycles(engine_of),
         sample_size=fleet_settings.alert_sample_sessions,
         top_sessions=fleet_settings.top_sessions,
     )
+    combiner.expiries = partition_expiries(engine_of)
     evaluator = FleetEvaluator(fleet_settings, fleet_rules)
     state_topic = f"{conf.app_id}-fleet-state"
     security = aiokafka_security(conf.broker_credentials)  # as the data path's clients

@@ -8,7 +8,8 @@ of yesterday's traffic fills yesterday's windows.
 One :class:`WindowCounts` holds, for one tenant and window: faults per kind and
 severity, decisions per action, pins, recompute requests, active sessions,
 input events, closed rewrite cycles and the healthy ones, compactions per
-outcome with the tokens they saved and the keys they lost, a few sample
+outcome with the tokens they saved and the keys they lost, sessions expired
+(contract 1.2's idle expiry, in the window of their expiry time), a few sample
 sessions per fault kind / severity / compaction outcome, the worst sessions
 (Space-Saving) and the compacted sessions (bounded, the worst kept).
 """
@@ -71,6 +72,7 @@ COUNTERS = (
     "tokens_after",
     "tokens_saved",
     "keys_lost",
+    "expired",
 )
 """The plain counters of :class:`WindowCounts` (each a sum over the window)."""
 
@@ -123,6 +125,9 @@ class WindowCounts:
     """``tokens_before - tokens_after`` of each compaction that shrank the context."""
     keys_lost: int = 0
     """``keys_before - keys_after`` of each compaction that lost keys."""
+    expired: int = 0
+    """Sessions expired after ``idle_timeout`` without events, counted in the window
+    of their expiry time (newest ``ts`` + ``idle_timeout``, contract 1.2)."""
     compactions: dict[str, int] = field(default_factory=dict)
     """Compaction outcome (``clean``, ``warning``, ``critical``) -> count."""
     compacted: dict[str, list[int]] = field(default_factory=dict)

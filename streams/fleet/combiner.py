@@ -15,6 +15,10 @@ tenant, gate latency; processing time by event type through the runtime's
 ``on_batch``) and the session inspector's ring of recent records. The raw
 input is parsed once, here.
 
+Sessions the engine expires (contract 1.2's idle expiry: no output of their own)
+are counted with the record whose clock expired them, per tenant in the window of
+their expiry time, so they are exactly-once like the rest.
+
 A partition's distinct-session sets survive its checkpoints (a session counts
 once per window; an aborted checkpoint rolls back to them). A session whose
 partition moves to another worker in the middle of a window is counted by
@@ -49,6 +53,10 @@ INVALID_TYPE = "invalid"
 
 Cycles = Callable[[int], tuple[int, int]]
 """Reads the (closed, healthy) rewrite-cycle counters of one partition's engine."""
+Expiries = Callable[[int, int], tuple[int, list[tuple[str, float]]]]
+"""Given a partition and how many of its engine's expiries are counted already: the
+engine's expiry count now and the newest expiries beyond those, as (tenant, expiry
+time in seconds since the epoch)."""
 
 
 @dataclass(slots=True)
@@ -131,6 +139,9 @@ class FleetCombiner:
         """Sessions first counted by the partials last drained: their transaction may
         still abort (then :meth:`discard` takes them back out of ``_seen``)."""
         self._cycle_base: dict[int, tuple[int, int]] = {}
+        self.expiries: Expiries | None = None
+        """Reads a partition's engine expiries (set by the wiring, may be None)."""
+        self._expired_base: dict[int, int] = {}
         self.export: Callable[[dict[str, Any] | None, Sequence[OutputEvent]], None] | None = None
         """Called with each record's input event and outputs (the OTLP export)."""
 
@@ -180,6 +191,7 @@ class FleetCombiner:
         ever comes back: the session figure is an upper bound.)"""
         self._pending.pop(partition, None)
         self._cycle_base[partition] = (0, 0)
+        self._expired_base[partition] = 0
         seen = self._seen.get(partition, {})
         for key, sessions in self._in_flight.pop(partition, {}).items():
             if key in seen:
@@ -199,6 +211,10 @@ class FleetCombiner:
         if self.export is not None and outputs:
             self.export(data, outputs)
         cycles, healthy = self._cycle_delta(partition)
+        for owner, at in self._expired(partition):
+            counts = self._counts(pending, owner, window_of(at, self.window_seconds).start)
+            counts.expired += 1
+            counts.last_ts = max(counts.last_ts, at)
         for event in outputs:
             if event.type == "event.rejected":
                 continue
@@ -247,6 +263,15 @@ class FleetCombiner:
         cycles = max(0, closed - base_closed)
         return cycles, min(max(0, healthy_total - base_healthy), cycles)
 
+    def _expired(self, partition: int) -> list[tuple[str, float]]:
+        # As the cycles: the expiries since the previous record of the partition are
+        # this record's (its event moved the clock).
+        if self.expiries is None:
+            return []
+        total, newest = self.expiries(partition, self._expired_base.get(partition, 0))
+        self._expired_base[partition] = total
+        return newest
+
     def _forget_old(self, seen: dict[tuple[str, float], set[str]]) -> None:
         # A session set is needed while its window still receives records: keep
         # the newest two windows of each tenant (the current one and stragglers).
@@ -267,6 +292,36 @@ def partition_cycles(engine_of: Callable[[int], Engine | None]) -> Cycles:
         return engine.stats.cycles_closed, engine.stats.cycles_healthy
 
     return read
+
+
+def partition_expiries(engine_of: Callable[[int], Engine | None]) -> Expiries:
+    """Reads the expiries of the engine that ``engine_of(partition)`` returns."""
+
+    def read(partition: int, counted: int) -> tuple[int, list[tuple[str, float]]]:
+        engine = engine_of(partition)
+        if engine is None:
+            return 0, []
+        total = engine.stats.sessions_expired
+        return total, newest_expiries(engine, total - counted)
+
+    return read
+
+
+def newest_expiries(engine: Engine, count: int) -> list[tuple[str, float]]:
+    """The last ``count`` sessions ``engine`` expired: (tenant, expiry time). Their
+    markers are the newest "expired" ones (a marker is added at the end of the book
+    when its session ends; a close by the same record may follow them). A marker
+    already forgotten (a partition silent for longer than ``tombstone_retention``)
+    is left out."""
+    found: list[tuple[str, float]] = []
+    if count <= 0:
+        return found
+    for (tenant, _), marker in reversed(engine.lifetimes.markers.items()):
+        if marker.kind == "expired" and marker.at is not None:
+            found.append((tenant, marker.at.timestamp()))
+            if len(found) == count:
+                break
+    return found
 
 
 def input_type(data: dict[str, Any] | None) -> str:

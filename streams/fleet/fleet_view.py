@@ -57,6 +57,7 @@ _TOTALS = (
     "tokens_saved",
     "keys_lost",
     "thrashing_sessions",
+    "expired",
     *(f"compactions_{o}" for o in OUTCOMES),
 )
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -110,6 +111,7 @@ def local_view(
             totals["tokens_saved"] += counts.tokens_saved
             totals["keys_lost"] += counts.keys_lost
             totals["thrashing_sessions"] += counts.thrashing_sessions
+            totals["expired"] += counts.expired
             for outcome in OUTCOMES:
                 totals[f"compactions_{outcome}"] += counts.compactions.get(outcome, 0)
         compacted.extend(_compacted_sessions(name, [state.windows[s] for s in recent]))
@@ -266,6 +268,7 @@ def merge_views(
             "tokens_saved": totals["tokens_saved"],
             "keys_lost": totals["keys_lost"],
             "thrashing_sessions": totals["thrashing_sessions"],
+            "sessions_expired": totals["expired"],
         },
         "workers": len(parts),
         "unreachable_workers": unreachable,

@@ -191,7 +191,9 @@ class MemoryTransport:
             while offset < len(log) and len(taken) < budget:
                 record = log[offset]
                 if self.broker.visible(record):
-                    taken.append(InputRecord(p, offset, record.key, record.value, 0))
+                    # no broker timestamp (as in replay): a timestamp of 0 would hold
+                    # the partition's expiry clock at 1970 + max_clock_skew
+                    taken.append(InputRecord(p, offset, record.key, record.value, None))
                 offset += 1
             self.positions[p] = offset
             if taken:

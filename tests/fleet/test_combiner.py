@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -21,9 +22,15 @@ from spanguard.schemas import (
     SpanPinned,
 )
 from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.engine.trace import SessionScript
 from spanguard.streams.fleet.aggregates import COUNTERS, window_of
 from spanguard.streams.fleet.aggregator import FleetAggregator
-from spanguard.streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
+from spanguard.streams.fleet.combiner import (
+    FleetCombiner,
+    Partial,
+    partition_cycles,
+    partition_expiries,
+)
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.metrics import FleetMetrics
@@ -57,6 +64,9 @@ class CombinedDriver(RuntimeTestDriver):
         combiner.cycles = partition_cycles(
             lambda p: runtime.parts[p].engine if p in runtime.parts else None
         )
+        combiner.expiries = partition_expiries(
+            lambda p: runtime.parts[p].engine if p in runtime.parts else None
+        )
         return runtime, transport
 
 
@@ -88,6 +98,9 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
     engine = Engine()
     total: dict[Key, Counter[str]] = {}
     sessions: dict[Key, set[str]] = {}
+    live: dict[tuple[str, str], float] = {}
+    """Each live session's newest ts: it expires idle_timeout later (contract 1.2)."""
+    idle = engine.settings.idle_timeout.total_seconds()
     for n, line in enumerate(trace):
         before = (engine.stats.cycles_closed, engine.stats.cycles_healthy)
         outputs: list[OutputEvent] = engine.process_raw(line, Source("replay", 0, n))
@@ -102,6 +115,20 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
         ts = parse_ts(data["ts"])
         assert ts is not None
         key = (data["tenant"], window_of(ts, WINDOW).start)
+        for session_key in [k for k in live if (k[0], k[1]) not in engine.sessions]:
+            # ended by this record: expired (in the window of newest ts + idle_timeout)
+            # unless it was this record's close
+            if data.get("type") != "session.closed" or session_key != (
+                data["tenant"],
+                data["session_id"],
+            ):
+                expiry = window_of(live[session_key] + idle, WINDOW).start
+                total.setdefault((session_key[0], expiry), Counter())["expired"] += 1
+            del live[session_key]
+        if (data["tenant"], data["session_id"]) in engine.sessions:
+            newest = engine.sessions[(data["tenant"], data["session_id"])].newest_ts
+            assert newest is not None
+            live[(data["tenant"], data["session_id"])] = newest.timestamp()
         row = total.setdefault(key, Counter())
         row["events"] += 1
         row["cycles"] += engine.stats.cycles_closed - before[0]
@@ -166,6 +193,46 @@ async def test_partials_are_exactly_once_whatever_crashes(
             k: v for k, v in row.items() if k != "sessions"
         }
         assert row["sessions"] <= got[key]["sessions"]
+
+
+def expiring_lines() -> list[bytes]:
+    """Three tenants' sessions over three days of event time on one partition: a
+    third go quiet for 32 h (they expire; their next event is refused), one closes,
+    the rest keep going or stop (contract 1.2's idle expiry)."""
+    start = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    scripts = {i: SessionScript(f"idle-{i:02d}", tenant=f"t{i % 3}") for i in range(12)}
+    trace: list[bytes] = []
+    for hour in range(0, 72, 4):
+        for i, script in scripts.items():
+            quiet = i % 3 == 0 and 8 <= hour < 40
+            if quiet or (i % 4 == 1 and hour > 30) or (i == 2 and hour > 12):
+                continue
+            event = script.close() if i == 2 and hour == 12 else script.add(f"h{hour}")
+            event["ts"] = (start + timedelta(hours=hour, minutes=i)).isoformat()
+            trace.append(orjson.dumps(event))
+    return trace
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    exactly_once=st.booleans(),
+    crash_at=st.lists(st.integers(min_value=1, max_value=200), max_size=4),
+    commit_every=st.integers(1, 20),
+)
+async def test_expired_sessions_are_counted_once_per_tenant_at_their_expiry(
+    exactly_once: bool, crash_at: list[int], commit_every: int
+) -> None:
+    trace = expiring_lines()
+    driver = CombinedDriver(
+        partitions=1, exactly_once=exactly_once, batch_size=4, commit_every=commit_every
+    )
+    driver.produce(trace)
+    await driver.run(crash_at=crash_at)
+    got = summed(driver.broker.read_committed("fleet"))
+    expected = replayed(trace)
+    expired = {key: row["expired"] for key, row in expected.items() if "expired" in row}
+    assert sum(expired.values()) >= 6 and len({tenant for tenant, _ in expired}) == 3
+    assert {key: row["expired"] for key, row in got.items() if "expired" in row} == expired
 
 
 # -- the aggregator --------------------------------------------------------------

@@ -12,7 +12,12 @@ import orjson
 from spanguard.schemas import FleetAlert, OutputEvent
 from spanguard.schemas.codec import decode_output
 from spanguard.streams.engine.engine import Engine
-from spanguard.streams.fleet.combiner import FleetCombiner, Partial, partition_cycles
+from spanguard.streams.fleet.combiner import (
+    FleetCombiner,
+    Partial,
+    partition_cycles,
+    partition_expiries,
+)
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.metrics import FleetMetrics, engine_figures
 from spanguard.streams.fleet.recent import RecentRecords
@@ -89,6 +94,9 @@ class _FleetDriver(RuntimeTestDriver):
     def new_runtime(self) -> tuple[Runtime, MemoryTransport]:
         runtime, transport = super().new_runtime()
         self.combiner.cycles = partition_cycles(
+            lambda p: runtime.parts[p].engine if p in runtime.parts else None
+        )
+        self.combiner.expiries = partition_expiries(
             lambda p: runtime.parts[p].engine if p in runtime.parts else None
         )
 

@@ -10,6 +10,12 @@ from spanguard.schemas import ID_FIELD, EvictionDecided, IntegrityFault, OutputE
 
 Predicate = Callable[[], bool]
 
+INBOX_OUTPUTS = 2_000
+"""Outputs an inbox keeps by default: the newest; a long session's older ones go."""
+INBOX_SLACK = 4
+"""An inbox may hold 1/INBOX_SLACK more than its limit before the oldest are dropped
+(down to the limit): one list cut per that many outputs, not one per output."""
+
 
 @dataclass(slots=True)
 class Inbox:
@@ -17,6 +23,13 @@ class Inbox:
 
     Outputs arrive in any order across topics; a waiter says what it needs
     (a predicate over the inbox) and is woken when a delivery makes it true.
+
+    Bounded, so that a session of months does not keep every output it ever had: the
+    newest ``limit`` outputs are kept (a little more between two cuts), with their
+    decisions; older ones are dropped, and a re-delivery of one of them is taken as
+    new. ``late`` keeps the newest ``limit`` late decisions (a little more between
+    cuts); a request id stays in ``given_up`` until its decision comes. A decision's
+    causes come before it, so the outputs a waiting caller needs are among the newest.
     """
 
     tenant: str
@@ -28,6 +41,7 @@ class Inbox:
     late: list[EvictionDecided] = field(default_factory=list)
     """Decisions that arrived after their caller gave up (timed out)."""
     given_up: set[str] = field(default_factory=set)
+    limit: int = INBOX_OUTPUTS
     _waiters: list[tuple[Predicate, asyncio.Future[None]]] = field(default_factory=list)
 
     @property
@@ -45,14 +59,30 @@ class Inbox:
         if isinstance(output, EvictionDecided):
             self.decisions[output.request_id] = output
             if output.request_id in self.given_up:
+                self.given_up.discard(output.request_id)
                 self.late.append(output)
         self._wake()
+        most = self.limit + self.limit // INBOX_SLACK
+        if len(self.outputs) > most:
+            self._drop_oldest()
+        if len(self.late) > most:
+            del self.late[: len(self.late) - self.limit]
+
+    def _drop_oldest(self) -> None:
+        """Cut the inbox back to its newest ``limit`` outputs."""
+        cut = len(self.outputs) - self.limit
+        for old in self.outputs[:cut]:
+            del self.by_id[str(getattr(old, ID_FIELD[old.type]))]
+            if isinstance(old, EvictionDecided) and self.decisions.get(old.request_id) is old:
+                del self.decisions[old.request_id]
+        del self.outputs[:cut]
 
     def give_up(self, request_id: str) -> None:
         """The caller stopped waiting: a decision for it that comes later goes to ``late``."""
-        self.given_up.add(request_id)
         decided = self.decisions.get(request_id)
-        if decided is not None and decided not in self.late:
+        if decided is None:
+            self.given_up.add(request_id)
+        elif decided not in self.late:
             self.late.append(decided)  # it came between the timeout and this call
 
     def faults(self) -> list[IntegrityFault]:

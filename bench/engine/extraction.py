@@ -28,7 +28,7 @@ from types import ModuleType
 
 from bench.engine.text import ASSISTANT_TEMPLATES, TOOL_TEMPLATES, USER_TEMPLATES, TextGen
 from spanguard.streams.cli.process import tune_gc
-from spanguard.streams.engine.names import _WORD, NameBook, match_book
+from spanguard.streams.engine.names import NameBook, folded_words, match_book
 from spanguard.streams.engine.referents import find_anaphors, scan_text
 from spanguard.streams.engine.typed_values import find_typed
 from spanguard.streams.engine.words import ORDINARY_WORDS
@@ -100,7 +100,7 @@ def floor_step(module: ModuleType) -> Callable[[str], object]:
     def step(text: str) -> object:
         baseline = module.scan_text(text)
         typed = find_typed(text)
-        words = frozenset(_WORD.findall(text.casefold()))
+        words = folded_words(text)
         return baseline, typed, words - ORDINARY_WORDS, words & book.firsts
 
     return step

@@ -160,14 +160,41 @@ last word of a name."""
 _PLAIN = GREETINGS | _STOP
 """Words that start no name when capitalised."""
 
+_NOT_DISTINCTIVE = ORDINARY_WORDS | _PLAIN
+
 # A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
 _WORD = re.compile(r"[^\W_]{1,64}+")
+_MAX_WORD = 64
+# ASCII bytes to themselves lower-cased when a letter or digit, else to a blank: an
+# ASCII text's words are then one C translate and one split, no regex.
+_ASCII_WORDS = bytes(
+    ord(chr(byte).lower()) if chr(byte).isalnum() and byte < 128 else ord(" ")
+    for byte in range(256)
+)
+
+
+def folded_words(text: str) -> frozenset[str]:
+    """The text's distinct words (``_WORD``), case-folded."""
+    if text.isascii():  # a flag of the string: free
+        words = text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
+        if not words or max(map(len, words)) <= _MAX_WORD:
+            return frozenset(words)
+    return frozenset(_WORD.findall(text.casefold()))
+
+
 _GAP_WORD = re.compile(r"([\W_]*+)([^\W_]{1,64}+)")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 _JOIN_GAP = re.compile(r"[ \t]{1,3}|[ \t]?[-&][ \t]?|['\u2019]")
 _INITIAL_GAPS = frozenset({". ", "."})
-# A plain class first, so sre skips to each capital in C before the look-behind.
-_CAPITALISED = re.compile(r"[A-Z](?<![\w'\u2019][A-Z])[a-z][\w'\u2019]*+")
+# A capitalised word inside a sentence: the nearest character before it, past at most
+# three blanks, ends no sentence. A plain class first, so sre skips to each capital
+# in C before the look-behinds (fixed-width each, one per count of blanks).
+_INSIDE, _BLANK = r"[^ \t.!?:;\n]", r"[ \t]"
+_CAPITALISED_INSIDE = re.compile(
+    r"[A-Z](?<![\w'\u2019][A-Z])(?:"
+    + "|".join(f"(?<={_INSIDE}{_BLANK * blanks}[A-Z])" for blanks in range(4))
+    + r")[a-z][\w'\u2019]*+"
+)
 _DAY_QUALIFIERS = frozenset({"next", "last", "this", "coming"})
 _LABEL_AFTER = re.compile(r"[*_ \t]{0,4}:")
 _HOUSE_NUMBER = re.compile(r"\d{1,5}[a-zA-Z]?")
@@ -278,7 +305,7 @@ def _is_cased(words: Sequence[Word]) -> bool:
 def _distinctive_words(seen: frozenset[str]) -> frozenset[str]:
     """The text's distinctive words: alphabetic, 3+ letters, not ordinary vocabulary,
     not function words or greetings (set differences, in C)."""
-    unknown = seen - ORDINARY_WORDS - _STOP - GREETINGS
+    unknown = seen - _NOT_DISTINCTIVE
     return frozenset(word for word in unknown if len(word) >= 3 and word.isalpha())
 
 
@@ -613,16 +640,12 @@ def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bo
         return True
     # A capitalised word inside a sentence (not a greeting, day, month or function
     # word: "The customer has waited since Monday" starts no name).
-    for match in _CAPITALISED.finditer(text):
-        before = text[max(0, match.start() - 4) : match.start()].rstrip(" \t")
-        if before and before[-1] not in ".!?:;\n" and match.group().casefold() not in _PLAIN:
-            return True
-    return False
+    return any(match.casefold() not in _PLAIN for match in _CAPITALISED_INSIDE.findall(text))
 
 
 def scan_names(text: str) -> NameScan:
     """The names of one text (see the module's rules), in text order."""
-    seen = frozenset(_WORD.findall(text.casefold()))
+    seen = folded_words(text)
     distinct = _distinctive_words(seen)
     if not _may_name(text, seen, distinct):
         return NameScan((), seen, None)

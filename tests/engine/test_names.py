@@ -3,11 +3,20 @@ properties every text keeps (total, deterministic, exact offsets, linear)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spanguard.streams.engine.names import NameBook, distinctive_part, scan_names
+from spanguard.streams.engine.names import (
+    _PLAIN,
+    NameBook,
+    _may_name,
+    distinctive_part,
+    folded_words,
+    scan_names,
+)
 from spanguard.streams.engine.referents import extract
 
 
@@ -206,3 +215,39 @@ def test_names_are_total_deterministic_and_exact(texts: list[str]) -> None:
         for name in found.names:
             assert text[name.start : name.start + len(name.surface)] == name.surface
             assert name.key and name.key == name.key.casefold()
+
+
+_WORD_REFERENCE = re.compile(r"[^\W_]{1,64}+")
+
+
+@settings(max_examples=400)
+@given(
+    st.text(
+        alphabet=st.sampled_from("aZ09_ -.'\u2019\t\n\x1cé\u00dfİ") | st.characters(),
+        max_size=160,
+    )
+    | st.builds(lambda n, tail: "x" * n + tail, st.integers(60, 140), st.text(max_size=5))
+)
+def test_folded_words_are_the_regex_words_case_folded(text: str) -> None:
+    # The ASCII fast path (one translate, one split) must equal the regex on any
+    # text: words of 65+ letters split every 64, and non-ASCII text folds as before.
+    assert folded_words(text) == frozenset(_WORD_REFERENCE.findall(text.casefold()))
+
+
+_CAPITAL_REFERENCE = re.compile(r"[A-Z](?<![\w'\u2019][A-Z])[a-z][\w'\u2019]*+")
+
+
+def _capital_inside_reference(text: str) -> bool:
+    """The rule written out: a capitalised word whose nearest character before it,
+    within four, past blanks, ends no sentence."""
+    for match in _CAPITAL_REFERENCE.finditer(text):
+        before = text[max(0, match.start() - 4) : match.start()].rstrip(" \t")
+        if before and before[-1] not in ".!?:;\n" and match.group().casefold() not in _PLAIN:
+            return True
+    return False
+
+
+@settings(max_examples=400)
+@given(st.text(alphabet=st.sampled_from("Ab Cd Mon.!?:;\n\t'\u2019(\"-x"), max_size=40))
+def test_a_capital_inside_a_sentence_is_found_as_the_rule_says(text: str) -> None:
+    assert _may_name(text, frozenset(), frozenset()) == _capital_inside_reference(text)

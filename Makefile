@@ -33,8 +33,11 @@ jars-lock: setup
 demo: jars
 	$(BIN)/spanguard demo
 
+# The OpenHands adapter's tests run in a Python 3.12 venv of their own (openhands-sdk
+# needs 3.12): scripts/ci_openhands.sh makes it once.
 test: jars
 	$(BIN)/pytest -q
+	scripts/ci_openhands.sh
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not kafka"

@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv-openhands
 PY=${PYTHON312:-$(command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python)}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+  echo "error: the OpenHands adapter's tests need Python 3.12+ (openhands-sdk does);" \
+    "set PYTHON312 to one (found: $PY)" >&2
+  exit 2
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi

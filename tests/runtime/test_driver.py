@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanguard.streams.runtime.testing import RuntimeTestDriver, output_identity
-from tests.runtime.conftest import fleet_trace, replay_ids
+from tests.runtime.helpers import fleet_trace, replay_ids
 
 
 def ids(driver: RuntimeTestDriver, committed_only: bool = True) -> Counter[str]:

@@ -7,7 +7,7 @@ from collections import Counter
 
 from spanguard.streams.runtime.runtime import Runtime
 from spanguard.streams.runtime.testing import RuntimeTestDriver, output_identity
-from tests.runtime.conftest import fleet_trace, replay_ids
+from tests.runtime.helpers import fleet_trace, replay_ids
 
 
 async def drain(runtime: Runtime, steps: int = 300) -> None:

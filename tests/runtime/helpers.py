@@ -1,4 +1,7 @@
-"""Traces and the replay reference shared by the runtime tests."""
+"""Traces and the replay reference shared by the runtime tests.
+
+A plain module the tests import: ``conftest.py`` files hold fixtures only.
+"""
 
 from __future__ import annotations
 

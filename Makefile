@@ -12,7 +12,7 @@ help:
 	@echo "make test       set up (venv, packages, Kafka jars) and run every test"
 	@echo "make jars       fetch the Kafka broker's jars named in the lock (Python only)"
 	@echo "make jars-lock  maintainers: regenerate the jar lock from pom.xml (needs Maven)"
-	@echo "make test-fast  engine tests only (no broker)"
+	@echo "make test-fast  every test that needs no Kafka broker (starts none: -m \"not kafka\")"
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      benchmarks (writes bench/results/, see BENCHMARKS.md)"
 

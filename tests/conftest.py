@@ -6,6 +6,10 @@ else the address of a broker this session starts itself, on first use: a
 :class:`LocalBroker` in a temporary directory on free ports, sharing the jars in
 ``<project>/.kafka/lib`` (fetched from the checked-in lock if missing), stopped when the
 session ends.
+
+Both broker fixtures (this one and tests/reliability's ``secure_broker``) are for tests
+with the ``kafka`` marker only: tests/broker_guard.py fails any other test that asks for
+one or starts a :class:`LocalBroker`, so ``pytest -m "not kafka"`` starts no broker.
 """
 
 from __future__ import annotations
@@ -14,18 +18,34 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
+from tests import broker_guard
 from tests.pipeline import Pipeline
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"
 """Jars shared by every broker the tests start."""
 
 WaitUntil = Callable[..., Awaitable[None]]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Run every test with :meth:`LocalBroker.start` refusing it unless it has ``kafka``."""
+    with broker_guard.guarded_starts(), broker_guard.running(item):
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An unmarked test that asks for a broker fixture fails before any fixture runs."""
+    broker_guard.check_fixtures(item)
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from spanguard.streams.sim.scenarios import demo_fleet
 from tests.pipeline import Pipeline
 from tests.reliability.secure_broker import SecureBroker
+
+pytestmark = pytest.mark.kafka
 
 
 def test_a_worker_over_sasl_ssl_makes_replays_outputs(

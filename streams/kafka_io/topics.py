@@ -4,22 +4,44 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
 from spanguard.schemas import OUTPUT_SUFFIXES
-from spanguard.streams.kafka_io.security import aiokafka_security
+from spanguard.streams.kafka_io.security import BrokerCredentials, aiokafka_security
 from spanguard.streams.kafka_io.traces import bootstrap_servers
-from spanguard.streams.settings import Settings
 
 #: Room for a record's envelope beside its value (key, headers, batch header).
 _ENVELOPE_BYTES = 64 * 1024
 
 
-def max_record_bytes(settings: Settings) -> int:
+class _EventLimit(Protocol):
+    @property
+    def max_event_bytes(self) -> int: ...
+
+
+class TopicSettings(Protocol):
+    """What creating the contract's topics reads of a deployment's settings
+    (:class:`spanguard.streams.settings.Settings` is one). A protocol, so that the
+    Kafka layer depends on no deployment module."""
+
+    @property
+    def broker(self) -> str: ...
+    @property
+    def broker_credentials(self) -> BrokerCredentials | None: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def replication(self) -> int: ...
+    @property
+    def engine(self) -> _EventLimit: ...
+    def topic(self, suffix: str) -> str: ...
+
+
+def max_record_bytes(settings: TopicSettings) -> int:
     """The ``max.message.bytes`` of every topic spanguard creates (and its producers' limit).
 
     Twice ``max_event_bytes`` plus an envelope, so that
@@ -34,12 +56,12 @@ def max_record_bytes(settings: Settings) -> int:
     return 2 * settings.engine.max_event_bytes + _ENVELOPE_BYTES
 
 
-def contract_topics(settings: Settings) -> list[str]:
+def contract_topics(settings: TopicSettings) -> list[str]:
     """``<prefix>.events`` and every output topic."""
     return [settings.topic("events"), *(settings.topic(s) for s in OUTPUT_SUFFIXES)]
 
 
-async def ensure_topics(settings: Settings) -> list[str]:
+async def ensure_topics(settings: TopicSettings) -> list[str]:
     """Create the contract's topics that do not exist yet; returns the ones created.
 
     All input of one session must land on one partition of one topic, so the

@@ -100,7 +100,11 @@ def active(url: str) -> dict[str, dict[str, Any]]:
 
 
 async def test_real_alertmanager_keeps_the_alert_active_while_renewed(tmp_path: Path) -> None:
-    resend = 0.5  # each post's endsAt is 4 resends (2 s) ahead
+    # The notifier runs on a clock of its own (``now``), three lifetimes in steps of half a
+    # resend, with no waiting: every renewal must reach both Alertmanagers and leave the
+    # alert more than three resends to live on that clock. Alertmanager's own (wall) clock
+    # sees a control alert whose lifetime is over, and the resolution.
+    resend = 60.0  # each post's endsAt is 4 resends (240 s) ahead
     with alertmanager(tmp_path, "am1") as am1, alertmanager(tmp_path, "am2") as am2:
         [dead_port] = free_ports(1)
         failures: list[str] = []
@@ -108,26 +112,32 @@ async def test_real_alertmanager_keeps_the_alert_active_while_renewed(tmp_path: 
             [am1, am2, f"http://127.0.0.1:{dead_port}"], attempts=1, on_failure=failures.append
         )
         notifier = AlertmanagerNotifier(client, RULES, resend_seconds=resend)
-        book, state = fired(now=time.time())
+        t0 = time.time()
+        book, state = fired(now=t0)
         try:
-            accepted = await notifier.changed([("acme", state)], time.time())
+            accepted = await notifier.changed([("acme", state)], t0)
             assert accepted == 2
             assert failures == [f"http://127.0.0.1:{dead_port}/api/v2/alerts"]
-            # A control alert posted once with the same lifetime and never renewed.
-            control = postable_alert("acme", state, None, time.time(), resend)
+            # A control alert posted once and never renewed: its lifetime ended a resend ago.
+            _, old = fired(now=t0 - 10 * resend)
+            control = postable_alert("acme", old, None, t0 - 5 * resend, resend)
             control["labels"]["alertname"] = "control"
             assert await client.post([control]) == 2
 
-            started = time.monotonic()
-            while time.monotonic() - started < 3 * 4 * resend:  # three lifetimes
-                task = notifier.renew([("acme", state)], time.time())
+            now, renewals = t0, 0
+            while now < t0 + 3 * 4 * resend:  # three lifetimes on the notifier's clock
+                now += resend / 2
+                task = notifier.renew([("acme", state)], now)
                 if task is not None:
-                    await task
+                    renewals += 1
+                    assert await asyncio.wait_for(task, timeout=30) == 2
                 for url in (am1, am2):
                     alert = active(url)["stale-burst"]
                     assert alert["labels"]["tenant"] == "acme"
                     assert abs(seconds(alert["startsAt"]) - state.started_at) < 1e-3
-                await asyncio.sleep(resend / 2)
+                    left = seconds(alert["endsAt"]) - now
+                    assert left > 3 * resend, f"{url}: {left:.0f} s left at +{now - t0:.0f} s"
+            assert renewals == 12, renewals
             for url in (am1, am2):
                 assert "control" not in active(url), "the control alert should have expired"
 

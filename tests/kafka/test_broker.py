@@ -214,10 +214,12 @@ def test_start_refuses_a_port_taken_by_another_process(tmp_path: Path, taken: st
             controller_port=controller_port,
             lib_dir=SHARED_LIB_DIR,
         )
-        # refused at once, before any JVM: a start that waited on a broker instead would
-        # give up after its 5 s deadline with another error
-        with pytest.raises(BrokerError, match="already in use"):
+        # refused at once, before anything of a broker: no configuration written, no JVM
+        # launched (its log untouched), and no waiting (a 5 s deadline would end that)
+        taken_port = port if taken == "port" else controller_port
+        with pytest.raises(BrokerError, match=rf"^127\.0\.0\.1:{taken_port} .* refusing to start"):
             broker.start(timeout=5)
+        assert not broker.config_file.exists() and not broker.log_file.exists()
     assert not broker.pid_file.exists()
     assert not broker.status().running
 

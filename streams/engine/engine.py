@@ -44,7 +44,7 @@ from spanguard.streams.engine.persist import (
 )
 from spanguard.streams.engine.rewrite import apply_rewrite, live_after
 from spanguard.streams.engine.scoring import apply_scores
-from spanguard.streams.engine.state import SessionState, SpanState
+from spanguard.streams.engine.state import SessionState, SpanState, to_digest
 
 SessionKey = tuple[str, str]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -410,7 +410,7 @@ class Engine:
         session.arrivals += 1
         span = SpanState(
             span_id=event.span_id,
-            text_sha256=event.content_hash,
+            text_digest=to_digest(event.content_hash),
             tokens=event.tokens,
             position=event.position,
             arrival=session.arrivals,

@@ -6,6 +6,7 @@ this module (a mention's surface is kept only when the deployment allows it).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -49,6 +50,16 @@ class Holdings:
         )
         surfaces = tuple(dict(other.surfaces + self.surfaces).items())
         return Holdings(holds, mentions, surfaces)
+
+
+def _shared_words(scan: Scan) -> Scan:
+    """``scan`` with the strings of its case-folded words shared with every other
+    scan's (``sys.intern``): texts mostly repeat each other's words (in the mixed
+    workload, 5,300 distinct words among 123,000 in 8,192 cached scans), so a cached
+    scan keeps ~15 pointers instead of ~15 strings of its own, ~750 B less an entry.
+    An equal scan: only whom the strings are shared with changes."""
+    names = scan.names
+    return scan._replace(names=names._replace(folded=frozenset(map(sys.intern, names.folded))))
 
 
 class _KnownTypes:
@@ -106,7 +117,7 @@ class HoldingsBuilder:
         if scan is None:
             scan = self._previous_scans.get(text_sha256)
             if scan is None:
-                scan = scan_text(text)
+                scan = _shared_words(scan_text(text))
             if len(self._scans) >= SCAN_CACHE_ENTRIES:
                 self._previous_scans = self._scans
                 self._scans = {}

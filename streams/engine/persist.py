@@ -43,12 +43,14 @@ from spanguard.streams.engine.state import (
     CHUNK_IDS,
     TAIL_SPANS,
     BoundScore,
+    Digest,
     DriftPoint,
     DriftWindow,
     GoneSpan,
     RecentIds,
     SessionState,
     SpanState,
+    to_digest,
 )
 
 Record = tuple[bytes, bytes | None]
@@ -214,6 +216,20 @@ def _span_extra(span: SpanState) -> dict[str, Any]:
     return extra
 
 
+def _load_bound(raw: list[Any], span_digest: Digest) -> BoundScore:
+    score_id, score, query_sha256, text_hash, bound_seq = raw
+    digest = to_digest(text_hash)
+    return BoundScore(
+        score_id=score_id,
+        score=score,
+        query_sha256=query_sha256,
+        # The span's own object when equal (it always is: a bound score is of the
+        # span's current text), as a live session holds it.
+        text_digest=span_digest if digest == span_digest else digest,
+        bound_seq=bound_seq,
+    )
+
+
 def _load_span(span_id: str, raw: list[Any]) -> SpanState:
     (
         text_hash,
@@ -230,9 +246,10 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         *rest,
     ) = raw
     extra: dict[str, Any] = rest[0] if rest else {}
+    digest = to_digest(text_hash)
     return SpanState(
         span_id=span_id,
-        text_sha256=text_hash,
+        text_digest=digest,
         tokens=tokens,
         position=position,
         arrival=arrival,
@@ -240,7 +257,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         derived_from=tuple(parents),
         stale_rewrites=stale,
         poisoned=poisoned,
-        bound=None if bound is None else BoundScore(*bound),
+        bound=None if bound is None else _load_bound(bound, digest),
         holds=tuple((k, t) for k, t in holds),
         mentions=tuple(Mention(key=k, type=t, surface=s) for k, t, s in mentions),
         surfaces=tuple((k, s) for k, s in extra.get("s", ())),

@@ -27,7 +27,7 @@ from spanguard.streams.engine.drift import open_window
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
 from spanguard.streams.engine.referent_index import Mention
-from spanguard.streams.engine.state import BULK_SHARE, SessionState, SpanState
+from spanguard.streams.engine.state import BULK_SHARE, SessionState, SpanState, to_digest
 from spanguard.streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
@@ -462,7 +462,7 @@ def _mutate(
         session.arrivals += 1
         span = SpanState(
             span_id=entry.span_id,
-            text_sha256=entry.content_hash,
+            text_digest=to_digest(entry.content_hash),
             tokens=entry.tokens,
             position=position,
             arrival=session.arrivals,

@@ -25,6 +25,28 @@ from sortedcontainers import SortedList
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Mention, OrderKey, ReferentIndex
 
+Digest = bytes | str
+"""A text's sha256 as held in state: its 32 raw bytes (65 B an object where the 64-char
+hex string costs 113), or, for a hash that is not lower-case hex (never one that passed
+validation), the string as given."""
+
+
+def to_digest(sha256_hex: str) -> Digest:
+    """The :data:`Digest` of a sha256 in hex; :func:`to_hex` gives the same string back."""
+    if len(sha256_hex) == 64:
+        try:
+            raw = bytes.fromhex(sha256_hex)
+        except ValueError:
+            return sha256_hex
+        if raw.hex() == sha256_hex:
+            return raw
+    return sha256_hex
+
+
+def to_hex(digest: Digest) -> str:
+    """The hex string a :data:`Digest` was made from (what outputs and the changelog say)."""
+    return digest.hex() if isinstance(digest, bytes) else digest
+
 
 @dataclass(slots=True)
 class BoundScore:
@@ -33,8 +55,14 @@ class BoundScore:
     score_id: str
     score: float
     query_sha256: str | None
-    text_sha256: str
+    text_digest: Digest
+    """The sha256 of the text scored (the span's own digest object, see :func:`to_digest`)."""
     bound_seq: int
+
+    @property
+    def text_sha256(self) -> str:
+        """The sha256 of the text scored, in hex."""
+        return to_hex(self.text_digest)
 
 
 @dataclass(slots=True)
@@ -42,7 +70,9 @@ class SpanState:
     """What the engine knows of one live span (hashes only, never text)."""
 
     span_id: str
-    text_sha256: str
+    text_digest: Digest
+    """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
+    :attr:`text_sha256`)."""
     tokens: int
     position: int
     arrival: int
@@ -64,6 +94,15 @@ class SpanState:
     answers: str | None = None
     """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
     its maker or an answer, are one tool pair group."""
+
+    @property
+    def text_sha256(self) -> str:
+        """The sha256 of the span's text, in hex."""
+        return to_hex(self.text_digest)
+
+    @text_sha256.setter
+    def text_sha256(self, sha256_hex: str) -> None:
+        self.text_digest = to_digest(sha256_hex)
 
     @property
     def call_ids(self) -> tuple[str, ...]:

@@ -1,0 +1,65 @@
+"""The compact forms state keeps (issue 22, item 2) give back exactly what they took."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spanguard.schemas import text_sha256
+from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.holdings import HoldingsBuilder
+from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referents import scan_text
+from spanguard.streams.engine.state import SpanState, to_digest, to_hex
+
+
+@given(st.binary(max_size=64))
+def test_a_sha256_is_kept_as_its_32_bytes_and_given_back(data: bytes) -> None:
+    sha = hashlib.sha256(data).hexdigest()
+    digest = to_digest(sha)
+    assert digest == hashlib.sha256(data).digest()
+    assert to_hex(digest) == sha
+
+
+@given(st.text(max_size=70))
+def test_any_other_string_is_kept_as_given(value: str) -> None:
+    digest = to_digest(value)
+    assert to_hex(digest) == value
+    if isinstance(digest, bytes):
+        assert value == digest.hex()
+
+
+def test_upper_case_hex_is_not_lowered() -> None:
+    sha = text_sha256("x").upper()
+    assert to_digest(sha) == sha
+
+
+def test_a_span_reads_and_writes_its_hash_in_hex() -> None:
+    span = SpanState(
+        span_id="s1",
+        text_digest=to_digest(text_sha256("a")),
+        tokens=1,
+        position=0,
+        arrival=1,
+        added_seq=0,
+    )
+    assert span.text_sha256 == text_sha256("a")
+    assert isinstance(span.text_digest, bytes)
+    span.text_sha256 = text_sha256("b")
+    assert span.text_digest == bytes.fromhex(text_sha256("b"))
+
+
+def test_a_cached_scan_equals_a_fresh_one_and_shares_its_words() -> None:
+    builder = HoldingsBuilder(EngineSettings())
+    text = "Ask Maria Lopez about order 51397 and the invoice for the order."
+    first = builder._scan(text, text_sha256(text))
+    assert first == scan_text(text)
+    again = builder._scan(text + " ", text_sha256(text + " "))
+    shared = {id(word) for word in first.names.folded}
+    assert all(id(word) in shared for word in again.names.folded if word in first.names.folded)
+    assert all(sys.intern(word) is word for word in first.names.folded)
+    book = NameBook()
+    assert builder.build("t", set(), book, text, text_sha256(text), None, None).holds

@@ -35,7 +35,11 @@ _PHONE = re.compile(
     r"(?<![\w+.\-/])(?:\+\d{1,3}+[ .\-]?)?(?:\(\d{1,5}+\)[ .\-]?)?"
     r"\d{1,8}+(?:[ .\-]\d{1,8}+){0,5}+(?![\w\-]|\.\d)"
 )
-_TEN_DIGITS = re.compile(r"\d(?:[ ().\-]{0,2}+\d){9}")
+# Ten digits, at most two separators between two of them: the least a phone has. The
+# search starts only on a digit after no digit (a match inside a run means one at its
+# start), and in an ASCII text (most) on a plain [0-9] class, which sre skips to in C.
+_TEN_DIGITS = re.compile(r"\d(?<!\d\d)(?:[ ().\-]{0,2}+\d){9}")
+_TEN_ASCII_DIGITS = re.compile(r"[0-9](?<![0-9][0-9])(?:[ ().\-]{0,2}+[0-9]){9}")
 _DOTTED_QUAD = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _ISO_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
 _DIGIT = re.compile(r"\d")
@@ -151,7 +155,8 @@ def find_typed(text: str) -> TypedValues:
             claimed.append((start, start + len(stripped)))
     phones: list[Phone] = []
     # Most texts have no ten digits in a row: one scan that starts on a digit says so.
-    found = _PHONE.finditer(text) if _TEN_DIGITS.search(text) else ()
+    ten_digits = _TEN_ASCII_DIGITS if text.isascii() else _TEN_DIGITS
+    found = _PHONE.finditer(text) if ten_digits.search(text) else ()
     for match in found:
         surface = match.group()
         digits = "".join(_DIGIT.findall(surface))

@@ -2,6 +2,11 @@
 same run, on unique texts (no scan cache).
 
 ``python -m bench.engine.extraction [--baseline REV] [--texts N] [--runs R]``
+``python -m bench.engine.extraction --instructions [--texts N]``
+
+The second form counts instructions instead of CPU time (valgrind's callgrind, one
+child process per side and size): the same figures whatever else the machine runs,
+for a shared machine where CPU time drifts by 20%.
 
 The baseline's ``streams/engine/referents.py`` is read from git (``git show``) and
 loaded as a module of its own (it imports only the standard library); today's runs
@@ -15,8 +20,11 @@ sides (the same drift of the machine for both); the figure is the median per tex
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,14 +123,88 @@ def per_text_us(step: Callable[[str], object], sample: Sequence[str]) -> float:
     return (time.process_time() - started) / len(sample) * 1e6
 
 
+WARM_TEXTS = 300
+"""Texts each side runs before the counted ones (its caches and lazy imports warm)."""
+
+
+def _steps(baseline: str) -> dict[str, Callable[[str], object]]:
+    old = load_baseline(baseline)
+    return {"baseline": baseline_step(old), "today": current_step(), "floor": floor_step(old)}
+
+
+def _child(side: str, baseline: str, count: int) -> None:
+    """Run ``count`` texts through one side (under callgrind, from :func:`_instructions`)."""
+    step = _steps(baseline)[side]
+    sample = texts(WARM_TEXTS + count)
+    for text in sample:
+        step(text)
+
+
+def _count(side: str, baseline: str, count: int) -> int:
+    """Instructions of a child process that runs ``count`` counted texts of ``side``."""
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-m",
+            "bench.engine.extraction",
+            "--child",
+            side,
+            "--baseline",
+            baseline,
+            "--texts",
+            str(count),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    assert found is not None, done.stderr[-2000:]
+    return int(found.group(1))
+
+
+def _instructions(baseline: str, count: int) -> dict[str, float]:
+    """Instructions per text of each side: a run of ``count`` texts less a run of none
+    (start-up, imports and warm-up cancel out)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("error: --instructions needs valgrind (apt-get install valgrind)")
+    jobs = [(side, n) for side in ("baseline", "today", "floor") for n in (0, count)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        totals = dict(
+            zip(jobs, pool.map(lambda job: _count(job[0], baseline, job[1]), jobs), strict=True)
+        )
+    return {side: (totals[side, count] - totals[side, 0]) / count for side, _ in jobs}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print both sides and their ratio."""
     parser = argparse.ArgumentParser(prog="python -m bench.engine.extraction")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare")
-    parser.add_argument("--texts", type=int, default=20_000)
+    parser.add_argument("--texts", type=int, default=None, help="20,000 (2,000 counted)")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (callgrind)"
+    )
+    parser.add_argument("--child", choices=("baseline", "today", "floor"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     tune_gc()
+    if args.child:
+        _child(args.child, args.baseline, args.texts)
+        return 0
+    if args.instructions:
+        count = args.texts or 2_000
+        per_text = _instructions(args.baseline, count)
+        base = per_text["baseline"]
+        print(f"extraction per span.added, {count} unique texts, instructions (callgrind)")
+        print(f"  baseline {args.baseline}: {base:,.0f}")
+        for side, label in (("today", "today:      "), ("floor", "floor of 1.2:")):
+            figure = per_text[side]
+            print(f"  {label}       {figure:,.0f}   {figure / base:.2f}x")
+        return 0
+    args.texts = args.texts or 20_000
     sample = texts(args.texts)
     old = load_baseline(args.baseline)
     before: list[float] = []

@@ -6,7 +6,7 @@ Run from the project root::
 
 1. **Per-record cost of the fleet hook.** A simulated fleet (300 sessions, 40
    events each) through ``Engine.process_raw`` alone, then with
-   :class:`~streams.fleet.combiner.FleetCombiner` observing every record and
+   :class:`~spanguard.streams.fleet.combiner.FleetCombiner` observing every record and
    draining its partials every 500 records (a checkpoint); CPU time
    (``time.process_time``: the machine is shared), median of 5 runs each,
    interleaved. Prints the ratio and the hook's microseconds per record.

@@ -11,7 +11,7 @@ count give byte-identical inputs, so a failure reproduces with the same command)
 
 1. **Valid sessions**: a fleet from the simulator (``--valid-sessions`` sessions,
    including its own injected faults and malformed records) is run alone through a
-   fresh :class:`~streams.engine.engine.Engine`: the *clean run*.
+   fresh :class:`~spanguard.streams.engine.engine.Engine`: the *clean run*.
 2. **Hostile inputs**: ``--count`` records made by mutating the events of other
    simulated sessions (their own session ids, so they never touch a valid
    session's state): truncated and oversized JSON, deep nesting, huge arrays and

@@ -11,7 +11,7 @@ CPU time of this process (``time.process_time``): the machine is shared, and wal
 time moved by 2-3x between runs with other work running, CPU time far less:
 
 1. **Mixed-workload throughput.** 1,000 interleaved sessions, each a realistic
-   agent loop written with :class:`~streams.engine.trace.SessionScript`: spans
+   agent loop written with :class:`~spanguard.streams.engine.trace.SessionScript`: spans
    with identifiers and anaphors, scoring passes bound to the current text,
    periodic compactions (merges with ``derived_from``, declared modifications,
    invalidated scores), evictions by threshold, ``keep_top_k`` and candidates,
@@ -23,7 +23,7 @@ time moved by 2-3x between runs with other work running, CPU time far less:
    session; the ratio of the per-event costs should stay near 1. Rewrites are
    O(snapshot) by design and are reported on their own.
 3. **The engine's gate vs a seed-style gate.** On a 10,000-span session, the
-   engine's :func:`~streams.engine.gate.decide` against :func:`naive_gate`, the
+   engine's :func:`~spanguard.streams.engine.gate.decide` against :func:`naive_gate`, the
    "rescan, re-hash and re-sort every span per request" gate that the code in
    seeds 000/001 implies, on the same data; both must commit and pin exactly
    the same spans (asserted).

@@ -10,7 +10,7 @@ for a shared machine where CPU time drifts by 20%.
 
 The baseline's ``streams/engine/referents.py`` is read from git (``git show``) and
 loaded as a module of its own (it imports only the standard library); today's runs
-as the engine runs it: :func:`~streams.engine.referents.scan_text`, the anaphors for
+as the engine runs it: :func:`~spanguard.streams.engine.referents.scan_text`, the anaphors for
 the session's known types, and the name book's repeats. Texts are the mixed
 workload's (user, tool and assistant templates, bench/engine/text.py) with a serial
 number each, so no cache of either side helps. Runs alternate between the two

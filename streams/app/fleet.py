@@ -2,12 +2,12 @@
 
 What it adds (docs/monitoring.md, "How it works"):
 
-* the runtime's fleet hook, a :class:`~streams.fleet.combiner.FleetCombiner`:
+* the runtime's fleet hook, a :class:`~spanguard.streams.fleet.combiner.FleetCombiner`:
   per record the worker's metrics, the inspector's ring of recent records and
   the optional OTLP export (log records; one span per compaction); per
   checkpoint one partial count per tenant, which the runtime writes to
   ``<prefix>.fleet`` in the checkpoint's transaction;
-* the aggregator (:class:`~streams.fleet.aggregator.FleetAggregator`), a
+* the aggregator (:class:`~spanguard.streams.fleet.aggregator.FleetAggregator`), a
   service of the app with its own transport: consumer group ``<app_id>-fleet``
   on ``<prefix>.fleet`` (read committed), state changelog
   ``<app_id>-fleet-state``; it sums the partials of the tenants of its
@@ -229,7 +229,7 @@ def install_fleet(
 
     ``settings`` default to ``topology.settings.fleet``, ``rules`` to the rules
     file they name (or the built-in rules). Raises
-    :class:`~streams.fleet.rules.RuleError` on an invalid rules file.
+    :class:`~spanguard.streams.fleet.rules.RuleError` on an invalid rules file.
     """
     conf = topology.settings
     fleet_settings = settings or FleetSettings.from_settings(conf)

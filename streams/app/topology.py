@@ -5,7 +5,7 @@ tests call; nothing happens at import time and nothing is module-global.
 
 Faust serves what it is good at: supervision and signals, the web server,
 timers and fleet monitoring's low-volume agents. The data path (input batches,
-engine, outputs, changelog, offsets) is :class:`~streams.runtime.runtime.Runtime`
+engine, outputs, changelog, offsets) is :class:`~spanguard.streams.runtime.runtime.Runtime`
 on aiokafka, started as a dependency of the app: Faust's per-message produce
 path and Table cost ~25x a raw aiokafka passthrough (BENCHMARKS.md), and its
 changelog could not give the state guarantees of docs/operations.md.

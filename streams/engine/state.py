@@ -113,7 +113,7 @@ class SpanState:
 
     order_key: OrderKey = field(init=False, repr=False, compare=False)
     """This span's place in the context order: ``[position, arrival, span id]``, one
-    list shared by every index (see :data:`~streams.engine.referent_index.OrderKey`)."""
+    list shared by every index (see :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
 
     def __post_init__(self) -> None:
         self.order_key = [self.position, self.arrival, self.span_id]

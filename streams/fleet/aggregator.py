@@ -2,12 +2,12 @@
 
 The aggregator consumes ``<prefix>.fleet`` (read committed: only partials whose
 checkpoint committed) in its own consumer group, over the same
-:class:`~streams.runtime.ports.Transport` contract as the data path: a
+:class:`~spanguard.streams.runtime.ports.Transport` contract as the data path: a
 partition of ``<prefix>.fleet`` holds whole tenants (the key is the tenant),
 and the aggregator that owns it
 
 1. merges each partial into the tenant's tumbling windows
-   (:meth:`~streams.fleet.evaluator.FleetEvaluator.merge`) and evaluates the
+   (:meth:`~spanguard.streams.fleet.evaluator.FleetEvaluator.merge`) and evaluates the
    rules, closing windows as the tenant's watermark passes them;
 2. at each checkpoint writes, in ONE transaction of that partition's writer,
    the ``fleet.alert`` records to ``<prefix>.alerts`` (keyed by tenant), the

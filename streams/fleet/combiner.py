@@ -1,7 +1,7 @@
 """The worker side of fleet monitoring: a combiner the runtime calls per record.
 
 Each worker pre-aggregates what its partitions processed, per (tenant, window
-of event time), into :class:`~streams.fleet.aggregates.WindowCounts`. At each
+of event time), into :class:`~spanguard.streams.fleet.aggregates.WindowCounts`. At each
 checkpoint of a partition the runtime drains that partition's counts
 (:meth:`FleetCombiner.partials`) and writes them, ONE record per tenant, to
 ``<prefix>.fleet`` (keyed by tenant) in the same Kafka transaction as the

@@ -140,7 +140,7 @@ class FleetSettings(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Any) -> FleetSettings:
-        """The ``fleet`` field of a :class:`~streams.settings.Settings`, or the defaults
+        """The ``fleet`` field of a :class:`~spanguard.streams.settings.Settings`, or the defaults
         when the deployment settings have none (older settings class)."""
         value = getattr(settings, "fleet", None)
         if isinstance(value, FleetSettings):

@@ -1,6 +1,6 @@
 """One countable thing at a time, for :meth:`FleetEvaluator.observe`, and time helpers.
 
-The worker counts in bulk (:mod:`~streams.fleet.combiner` partials); an
+The worker counts in bulk (:mod:`~spanguard.streams.fleet.combiner` partials); an
 :class:`Observation` is the evaluator's per-event input, for replays and tests
 that feed outputs one by one. Observations hold ids, kinds and counts: never
 span text, and the session id only where a sample or the worst-sessions list

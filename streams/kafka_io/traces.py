@@ -130,7 +130,7 @@ def murmur2_partitioner(
     """aiokafka partitioner: a keyed record goes where Java's default partitioner puts it.
 
     Stated explicitly (it is also aiokafka's default) because the worker refuses
-    records that are not on :func:`~streams.kafka_io.partitioning.partition_for`'s
+    records that are not on :func:`~spanguard.streams.kafka_io.partitioning.partition_for`'s
     partition. A keyless record (no session found) goes to any partition.
     """
     if key is None:

@@ -381,7 +381,7 @@ class LocalBroker:
         ``lib_dir`` touches no network.
 
         Raises:
-            BrokerError: (a :class:`~streams.localbroker.jars.JarError`) naming the file
+            BrokerError: (a :class:`~spanguard.streams.localbroker.jars.JarError`) naming the file
                 and the cause when a download or a checksum fails.
         """
         return fetch_jars(self.lib_dir, self.jar_lock(), self.jars_url)

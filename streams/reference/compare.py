@@ -235,7 +235,7 @@ def first_divergence(
     model: ReferenceModel | None = None,
 ) -> Divergence | None:
     """Feed ``lines`` to ``produce`` (index, line -> output events) and to ``model``
-    (a fresh :class:`~streams.reference.model.ReferenceModel` by default); the first
+    (a fresh :class:`~spanguard.streams.reference.model.ReferenceModel` by default); the first
     line whose outcomes differ, or None."""
     model = model or ReferenceModel()
     for index, line in enumerate(lines):

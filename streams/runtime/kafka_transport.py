@@ -37,7 +37,8 @@ MAX_REQUEST_BYTES = 8 << 20
 
 
 class KafkaWriter:
-    """A partition's transactional producer (a :class:`~streams.runtime.ports.PartitionWriter`)."""
+    """A partition's transactional producer
+    (a :class:`~spanguard.streams.runtime.ports.PartitionWriter`)."""
 
     def __init__(self, producer: AIOKafkaProducer, input_tp: TopicPartition, group: str) -> None:
         self._producer = producer
@@ -78,7 +79,7 @@ class KafkaWriter:
 
 
 class KafkaTransport:
-    """See :class:`~streams.runtime.ports.Transport`."""
+    """See :class:`~spanguard.streams.runtime.ports.Transport`."""
 
     def __init__(
         self,

@@ -91,7 +91,8 @@ class SpanguardClient:
         """The harness's own referent extractor for every session (see
         :data:`spanguard.streams.sdk.tracker.Extractor`)."""
         self.protect = check_policy(protect)
-        """Which messages every session protects (see :data:`~streams.sdk.messages.Protect`):
+        """Which messages every session protects
+        (see :data:`~spanguard.streams.sdk.messages.Protect`):
         by default the system prompt and the user's first message."""
         offline = bootstrap is None
         self.engine: Engine | None = Engine(settings) if offline or mirror else None
@@ -353,7 +354,7 @@ class Session:
         removed (an ``UNGATED_EVICTION`` unless a decision committed it: evict
         through :meth:`request_eviction` first). ``strategy`` / ``trigger`` name
         the compactor and why it ran (echoed in ``context.compacted``). Nothing
-        here vetoes: :func:`~streams.sdk.compaction.gate_compaction` does.
+        here vetoes: :func:`~spanguard.streams.sdk.compaction.gate_compaction` does.
         """
         event, diff = self.tracker.rewritten(
             messages,

@@ -10,7 +10,7 @@ A compactor proposes a new context (``after``) for the current one
    halves of a tool pair the compactor dropped only half of (a trimmer's cut
    between a call and its result);
 3. checks the proposal with those kept, first from the tracker's own knowledge
-   (:meth:`~streams.sdk.tracker.SpanTracker.violations`) and then on a copy of the
+   (:meth:`~spanguard.streams.sdk.tracker.SpanTracker.violations`) and then on a copy of the
    local engine's state, and vetoes it when it would raise a fault of ``veto_on``:
    an empty summary, a summary bigger than what it replaces, a protected message
    rewritten (modified, or absorbed by a summary that declares it), a tool pair
@@ -364,7 +364,7 @@ class GuardOptions(TypedDict, total=False):
     timeout: float | None
     """Seconds to wait for the gate's decision (default: the client's)."""
     protect: Protect
-    """The session's protection policy (see :data:`~streams.sdk.messages.Protect`;
+    """The session's protection policy (see :data:`~spanguard.streams.sdk.messages.Protect`;
     default: the client's or the session's, ``("system", "first_user")``). It is the
     session's: it applies to the messages reported from then on."""
     strategy: str | None
@@ -373,7 +373,7 @@ class GuardOptions(TypedDict, total=False):
     """Why the compactor ran (``threshold``, ``overflow``, ``manual``...; default none)."""
     advance_turn: bool
     """The adapter advances the session's ``turn`` once per model call / agent step
-    (default True; see :meth:`~streams.sdk.client.Session.advance_turn`). False for a
+    (default True; see :meth:`~spanguard.streams.sdk.client.Session.advance_turn`). False for a
     harness that calls ``session.set_turn`` itself."""
 
 

@@ -28,7 +28,7 @@ class Pin:
     messages pinned before it) whose mentions resolve to it; ``path`` the chain
     from a retained message to this one, this one last. The gate's
     ``span.pinned`` (:meth:`from_event`) and the SDK's own check of a compaction
-    (:meth:`~streams.sdk.client.Session.pins_for`) give the same fields.
+    (:meth:`~spanguard.streams.sdk.client.Session.pins_for`) give the same fields.
     """
 
     span_id: str

@@ -47,7 +47,8 @@ class _LoopThread:
 
 
 class SyncSession:
-    """Blocking twin of :class:`~streams.sdk.client.Session` (same methods, same results)."""
+    """Blocking twin of :class:`~spanguard.streams.sdk.client.Session` (same methods, same
+    results)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -129,7 +130,7 @@ class SyncSession:
 
 
 class SyncSpanguardClient:
-    """Blocking twin of :class:`~streams.sdk.client.SpanguardClient`.
+    """Blocking twin of :class:`~spanguard.streams.sdk.client.SpanguardClient`.
 
     ``with SyncSpanguardClient.kafka("127.0.0.1:9092") as client:`` connects;
     ``client.session("s-1")`` gives a :class:`SyncSession`.

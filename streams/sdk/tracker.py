@@ -9,7 +9,7 @@ removed) it computes itself, so ``declared_modified`` and
 
 Contract 1.2: it also knows each live span's tool calls (``tool_call_ids`` /
 ``tool_call_id``) and protection, decided when the span is added by the
-session's :data:`~streams.sdk.messages.Protect` policy, and finds, without the
+session's :data:`~spanguard.streams.sdk.messages.Protect` policy, and finds, without the
 engine, what a proposed snapshot would break (:meth:`SpanTracker.violations`:
 a protected span rewritten or left out, a whole tool pair split), by the same
 rules as the engine's ``PROTECTED_SPAN_REWRITTEN`` and ``TOOL_PAIR_SPLIT``.
@@ -185,7 +185,7 @@ class SpanTracker:
     turn: int = 0
     protect: Protect = DEFAULT_PROTECT
     """Which messages are protected when they enter the context (see
-    :data:`~streams.sdk.messages.Protect`); a message's own ``protected`` wins."""
+    :data:`~spanguard.streams.sdk.messages.Protect`); a message's own ``protected`` wins."""
     live: dict[str, TrackedSpan] = field(default_factory=dict)
     """Live spans in context order."""
     known_types: set[str] = field(default_factory=set)

@@ -3,9 +3,9 @@
 :func:`simulate` draws each session's domain, length, start and pace from the
 seed, hands it its injections (a share ``fault_rate`` of the sessions gets 1 to
 ``max_injections`` of them, in the fault mix's rotation), plays it
-(:class:`~streams.sim.session.SessionGenerator`) and merges all sessions by
+(:class:`~spanguard.streams.sim.session.SessionGenerator`) and merges all sessions by
 event time, each in its own order. The result is the events file's lines and
-the truth (:class:`~streams.sim.truth.FleetTruth`).
+the truth (:class:`~spanguard.streams.sim.truth.FleetTruth`).
 """
 
 from __future__ import annotations

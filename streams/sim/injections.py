@@ -4,7 +4,7 @@ An :class:`Injection` is one entry of the fault mix (``--faults``): its name,
 the fault kinds the contract requires it to raise (the session asserts that a
 step it commits for the injection intends no other kind, and the planner's
 reference model must report exactly those), and how to build it on a session
-(:class:`~streams.sim.steps.Steps`). ``MALFORMED`` raises no fault; it writes one
+(:class:`~spanguard.streams.sim.steps.Steps`). ``MALFORMED`` raises no fault; it writes one
 record the engine must dead-letter, with one of :data:`MALFORMED_REASONS`.
 """
 

@@ -152,7 +152,7 @@ class Live:
         return frozenset(self.session.known_types)
 
     def names(self) -> dict[str, str]:
-        """The session's name book as :func:`~streams.sim.texts.compose` reads it: the
+        """The session's name book as :func:`~spanguard.streams.sim.texts.compose` reads it: the
         key of every name the session's texts introduced -> its type there."""
         return {
             value[0]: value[1]

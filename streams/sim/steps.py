@@ -1,7 +1,7 @@
 """The steps a simulated harness takes, each built as a plan of operations.
 
 :class:`Steps` holds one session's draws (its ``random.Random``, its domain,
-its committed state) and builds plans on a :class:`~streams.sim.plan.Planner`:
+its committed state) and builds plans on a :class:`~spanguard.streams.sim.plan.Planner`:
 a turn of the agent loop with its scoring pass, a compaction (summaries with
 ``derived_from``, paraphrases; declared, invalidated and re-scored so that the
 mean relevance stays flat), an eviction request, and the building blocks the

@@ -1,7 +1,7 @@
 """Vocabularies of the simulated conversations: five domains and the compactor's forms.
 
-Each domain (:class:`~streams.sim.texts.Domain`) lists its entity kinds with a
-factory of surfaces, and its messages (:class:`~streams.sim.texts.Beat`) in a
+Each domain (:class:`~spanguard.streams.sim.texts.Domain`) lists its entity kinds with a
+factory of surfaces, and its messages (:class:`~spanguard.streams.sim.texts.Beat`) in a
 long, a short and a tiny form: a paraphrase moves a message one form down and
 keeps its entities. The forms at the end are what a compactor writes: summaries,
 lossy rewrites, the condensed small talk that poisons a span, a harness digest.

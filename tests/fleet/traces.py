@@ -26,7 +26,7 @@ from spanguard.streams.runtime.runtime import Runtime
 from spanguard.streams.runtime.testing import RuntimeTestDriver
 
 SCRIPT_START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
-"""Where :class:`~streams.engine.trace.SessionScript` starts its clock."""
+"""Where :class:`~spanguard.streams.engine.trace.SessionScript` starts its clock."""
 
 
 def shifted(lines: Iterable[bytes], start: float) -> list[bytes]:

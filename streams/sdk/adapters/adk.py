@@ -31,7 +31,7 @@ the session it compacts. Faults go into the ADK session's state
 (``state["spanguard_faults"]``, JSON-ready records) by a state-only event appended
 through the session service, and into ``guard.faults``. ADK treats an exception of
 a summarizer as "no compaction", so kinds in ``raise_on`` raise
-:class:`~streams.sdk.compaction.SpanguardFaultError` from the plugin's next hook
+:class:`~spanguard.streams.sdk.compaction.SpanguardFaultError` from the plugin's next hook
 (the next model call or run) instead.
 
 Spans: an event's ``id``; its text parts, function calls (``tool_call_ids``: the
@@ -144,7 +144,7 @@ class SpanguardSummarizer(ItemGuard[Event], BaseEventsSummarizer, BasePlugin):
     """The gated summarizer and the plugin (see the module).
 
     ``summarizer``: yours (``LlmEventSummarizer``...). ``faults_key``: the session state
-    key of the faults. Other options: :class:`~streams.sdk.compaction.GuardOptions`.
+    key of the faults. Other options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     def __init__(

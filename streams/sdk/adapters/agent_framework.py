@@ -23,7 +23,7 @@ spanguard's order.
 It is also a ``ContextProvider``: in ``context_providers`` it writes the faults of
 each run to the session's state (``session.state["spanguard_faults"]``, JSON-ready
 records) and to the response's ``additional_properties``. Kinds in ``raise_on``
-raise :class:`~streams.sdk.compaction.SpanguardFaultError` out of ``agent.run``.
+raise :class:`~spanguard.streams.sdk.compaction.SpanguardFaultError` out of ``agent.run``.
 
 Spans: a message's ``message_id`` (one is set when missing). Tool pairs from the
 contents: a ``*_call`` content's ``call_id`` (``function_call``...) and the
@@ -120,7 +120,7 @@ class SpanguardCompaction(ItemGuard[AfMessage], ContextProvider):
     ``compactor``: the compaction strategy to gate (None: only report the messages).
     ``faults_key``: the session state key (and response property) of the faults;
     ``source_id``: the provider's id. Other options:
-    :class:`~streams.sdk.compaction.GuardOptions`.
+    :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     def __init__(

@@ -6,13 +6,13 @@ that turns one list into another. An adapter says how one object is a span
 (:class:`Span`: its id, text, role, the tool calls it makes and the calls it
 answers); :class:`ItemGuard` does the rest, framework-free: it reports the list,
 gates a compaction ``before -> after`` with
-:func:`~streams.sdk.compaction.gate_compaction` and maps the outcome back to the
+:func:`~spanguard.streams.sdk.compaction.gate_compaction` and maps the outcome back to the
 framework's objects, keeping every fault as a JSON-ready record for the
 framework's own state.
 
 An object may answer several tool calls at once (an ADK event with parallel
 function responses, a Pydantic AI request with several tool returns), which one
-:class:`~streams.sdk.messages.Message` cannot say: :func:`pair_partners` ties
+:class:`~spanguard.streams.sdk.messages.Message` cannot say: :func:`pair_partners` ties
 such an object to every call it answers, so the pair still leaves whole.
 """
 
@@ -41,7 +41,7 @@ class Span:
     ``calls``: the tool call ids it makes; ``answers``: the call ids it answers;
     ``derived_from``: for a summary the framework says it replaces, the ids it
     replaces (empty: the SDK's default lineage, everything the compactor removed);
-    ``protected``: as :class:`~streams.sdk.messages.Message` (a summary is False).
+    ``protected``: as :class:`~spanguard.streams.sdk.messages.Message` (a summary is False).
     """
 
     id: str
@@ -99,11 +99,11 @@ def fault_records(faults: Iterable[IntegrityFault]) -> list[dict[str, Any]]:
 
 
 class ItemGuard(CompactionGuard, Generic[T]):
-    """A :class:`~streams.sdk.compaction.CompactionGuard` over a framework's objects.
+    """A :class:`~spanguard.streams.sdk.compaction.CompactionGuard` over a framework's objects.
 
     Subclasses say how an object is a span (:meth:`span`). ``faults`` collects every
     fault, as records (the adapters hand them to the framework's state).
-    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    Options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:

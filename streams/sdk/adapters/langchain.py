@@ -103,7 +103,7 @@ async def gate_messages(
 class SpanguardMiddleware(AgentMiddleware[SpanguardState, Any], CompactionGuard):
     """Reports every model call's messages; gates ``compactor``'s rewrites (see the module).
 
-    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    Options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     state_schema = SpanguardState
@@ -216,7 +216,7 @@ async def aguarded_trim_messages(
     **trim_options: Any,
 ) -> tuple[list[BaseMessage], CompactionOutcome]:
     """Async :func:`guarded_trim_messages`: the gate's options (see
-    :class:`~streams.sdk.compaction.GuardOptions`; ``token_counter`` is
+    :class:`~spanguard.streams.sdk.compaction.GuardOptions`; ``token_counter`` is
     ``trim_messages``'s), the rest for ``trim_messages``.
 
     A trim that cuts between a tool call and its result keeps both; one that drops

@@ -49,7 +49,7 @@ class SpanguardHook(CompactionGuard):
     """The pre-model hook: a callable node (sync graphs) with an async twin (``ahook``).
 
     ``faults_key``: the state key the faults go to (None: not written); the other
-    options: :class:`~streams.sdk.compaction.GuardOptions`.
+    options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     def __init__(

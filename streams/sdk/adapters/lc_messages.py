@@ -1,4 +1,5 @@
-"""LangChain-core messages as SDK :class:`~streams.sdk.messages.Message` (LangChain and LangGraph).
+"""LangChain-core messages as SDK :class:`~spanguard.streams.sdk.messages.Message` (LangChain,
+LangGraph).
 
 A message's span id is its ``id`` (one is assigned when missing, on the message
 object itself, so the framework keeps the same id in its state). Its text is

@@ -146,7 +146,7 @@ def _fingerprint(item: Item) -> str:
 class ChatGuard(CompactionGuard):
     """Tracks an OpenAI-style list for a session and gates its compactions.
 
-    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    Options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     def __init__(self, session: AnySession, **options: Unpack[GuardOptions]) -> None:
@@ -215,7 +215,7 @@ class ChatGuard(CompactionGuard):
     ) -> list[IntegrityFault]:
         """Report the items not tracked yet (call before each model call); then, unless
         ``new_turn`` is False, the model call starts a new turn (see
-        :meth:`~streams.sdk.compaction.CompactionGuard.next_turn`)."""
+        :meth:`~spanguard.streams.sdk.compaction.CompactionGuard.next_turn`)."""
         ids = self.ids(items)
         faults = await self.session.observe(self.messages(items, ids))
         self._remember(items, ids)

@@ -30,7 +30,7 @@ compaction capability, so that every request is reported and counted as a turn::
 Faults land in the history: the request a compaction ran before carries them in
 its ``metadata["spanguard_faults"]`` (JSON-ready records; :func:`spanguard_faults`
 collects them from ``result.all_messages()``), and in ``guard.faults``; kinds in
-``raise_on`` raise :class:`~streams.sdk.compaction.SpanguardFaultError` out of
+``raise_on`` raise :class:`~spanguard.streams.sdk.compaction.SpanguardFaultError` out of
 ``agent.run``.
 
 Spans: one per model message (a request's parts together, a response's parts
@@ -127,7 +127,7 @@ def spanguard_faults(messages: Iterable[ModelMessage]) -> list[dict[str, Any]]:
 class SpanguardHistory(ItemGuard[ModelMessage], AbstractCapability[Any]):
     """The capability (see the module): reports each model request, gates ``compactor``.
 
-    Options: :class:`~streams.sdk.compaction.GuardOptions`.
+    Options: :class:`~spanguard.streams.sdk.compaction.GuardOptions`.
     """
 
     # A guard is one session's: identity, not the dataclass fields of AbstractCapability.

@@ -27,6 +27,35 @@ SCAN_CACHE_ENTRIES = 4096
 :class:`HoldingsBuilder`)."""
 
 
+SHARED_HOLDS_ENTRIES = 4096
+"""Distinct holds (and distinct ``(key hash, type)`` pairs) remembered to be shared by
+the spans that hold the same (:func:`share_holds`; cleared when full)."""
+
+_shared_holds: dict[Holds, Holds] = {}
+_shared_pairs: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def share_holds(holds: Holds) -> Holds:
+    """``holds``, or an equal tuple a recent span already keeps: spans of a session
+    hold the same referents again and again (in the simulated fleet, 2,661 spans with
+    holds have 1,214 distinct ones, of 960 distinct pairs), and each pair costs 72 B,
+    each tuple of them 56 B and more. A pure memory measure: only which equal
+    object a span keeps changes. Shared by every engine of the process (one thread)."""
+    if not holds:
+        return ()
+    found = _shared_holds.get(holds)
+    if found is not None:
+        return found
+    pairs = _shared_pairs
+    if len(pairs) >= SHARED_HOLDS_ENTRIES:
+        pairs.clear()
+    if len(_shared_holds) >= SHARED_HOLDS_ENTRIES:
+        _shared_holds.clear()
+    shared = tuple([pairs.setdefault(pair, pair) for pair in holds])
+    _shared_holds[shared] = shared
+    return shared
+
+
 Surfaces = tuple[tuple[str, str], ...]
 """``(key hash or type, surface)``: how a span wrote what it holds or refers to, kept
 only when the deployment allows span text in state (``emit_surfaces``)."""
@@ -49,7 +78,7 @@ class Holdings:
             m for m in dict.fromkeys(self.mentions + other.mentions) if m.key not in held
         )
         surfaces = tuple(dict(other.surfaces + self.surfaces).items())
-        return Holdings(holds, mentions, surfaces)
+        return Holdings(share_holds(holds), mentions, surfaces)
 
 
 def _shared_words(scan: Scan) -> Scan:
@@ -183,7 +212,9 @@ class HoldingsBuilder:
                 found[Mention(type=hasher.type(tenant, men.type), surface=surface)] = None
         held = {key for key, _ in holds}
         kept = tuple(m for m in found if m.key is None or m.key not in held)
-        return Holdings(tuple(holds), kept, tuple(surfaces.items()) if surfaces else ())
+        return Holdings(
+            share_holds(tuple(holds)), kept, tuple(surfaces.items()) if surfaces else ()
+        )
 
     def _names(
         self,

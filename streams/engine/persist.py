@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from spanguard.streams.engine.expiry import Marker
+from spanguard.streams.engine.holdings import share_holds
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.state import (
     BLOCK_SPANS,
@@ -258,7 +259,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         stale_rewrites=stale,
         poisoned=poisoned,
         bound=None if bound is None else _load_bound(bound, digest),
-        holds=tuple((k, t) for k, t in holds),
+        holds=share_holds(tuple((k, t) for k, t in holds)),
         mentions=tuple(Mention(key=k, type=t, surface=s) for k, t, s in mentions),
         surfaces=tuple((k, s) for k, s in extra.get("s", ())),
         role=extra.get("r"),

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from spanguard.schemas import text_sha256
 from spanguard.streams.engine.config import EngineSettings
-from spanguard.streams.engine.holdings import HoldingsBuilder
+from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referents import scan_text
 from spanguard.streams.engine.state import SpanState, to_digest, to_hex
@@ -63,3 +63,13 @@ def test_a_cached_scan_equals_a_fresh_one_and_shares_its_words() -> None:
     assert all(sys.intern(word) is word for word in first.names.folded)
     book = NameBook()
     assert builder.build("t", set(), book, text, text_sha256(text), None, None).holds
+
+
+def test_equal_holds_are_one_object_and_stay_equal() -> None:
+    first = share_holds((("hmac-sha256:" + "a" * 64, "order"), ("k2", "account")))
+    again = share_holds(tuple((k, t) for k, t in first))
+    assert again is first
+    other = share_holds((("k2", "account"),))
+    assert other == (("k2", "account"),)
+    assert other[0] is first[1]
+    assert share_holds(()) == ()

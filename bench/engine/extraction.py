@@ -132,15 +132,15 @@ def _steps(baseline: str) -> dict[str, Callable[[str], object]]:
     return {"baseline": baseline_step(old), "today": current_step(), "floor": floor_step(old)}
 
 
-def _child(side: str, baseline: str, count: int) -> None:
-    """Run ``count`` texts through one side (under callgrind, from :func:`_instructions`)."""
+def _child(side: str, baseline: str, count: int, generated: int) -> None:
+    """Run ``count`` texts through one side (under callgrind, from :func:`_instructions`).
+    ``generated`` texts are made whatever ``count`` is, so that making them cancels out."""
     step = _steps(baseline)[side]
-    sample = texts(WARM_TEXTS + count)
-    for text in sample:
+    for text in texts(WARM_TEXTS + generated)[: WARM_TEXTS + count]:
         step(text)
 
 
-def _count(side: str, baseline: str, count: int) -> int:
+def _count(side: str, baseline: str, count: int, generated: int) -> int:
     """Instructions of a child process that runs ``count`` counted texts of ``side``."""
     done = subprocess.run(
         [
@@ -156,6 +156,8 @@ def _count(side: str, baseline: str, count: int) -> int:
             baseline,
             "--texts",
             str(count),
+            "--generate",
+            str(generated),
         ],
         capture_output=True,
         text=True,
@@ -168,13 +170,17 @@ def _count(side: str, baseline: str, count: int) -> int:
 
 def _instructions(baseline: str, count: int) -> dict[str, float]:
     """Instructions per text of each side: a run of ``count`` texts less a run of none
-    (start-up, imports and warm-up cancel out)."""
+    (start-up, imports, making the texts and warm-up cancel out)."""
     if shutil.which("valgrind") is None:
         raise SystemExit("error: --instructions needs valgrind (apt-get install valgrind)")
     jobs = [(side, n) for side in ("baseline", "today", "floor") for n in (0, count)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         totals = dict(
-            zip(jobs, pool.map(lambda job: _count(job[0], baseline, job[1]), jobs), strict=True)
+            zip(
+                jobs,
+                pool.map(lambda job: _count(job[0], baseline, job[1], count), jobs),
+                strict=True,
+            )
         )
     return {side: (totals[side, count] - totals[side, 0]) / count for side, _ in jobs}
 
@@ -189,10 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--instructions", action="store_true", help="count instructions (callgrind)"
     )
     parser.add_argument("--child", choices=("baseline", "today", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--generate", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     tune_gc()
     if args.child:
-        _child(args.child, args.baseline, args.texts)
+        _child(args.child, args.baseline, args.texts, args.generate)
         return 0
     if args.instructions:
         count = args.texts or 2_000

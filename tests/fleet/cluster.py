@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from spanguard.streams.app.fleet import FLEET_SUFFIX
 from spanguard.streams.app.processes import WorkerProcess
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
@@ -80,17 +81,24 @@ def expected_alerts(replay: Run) -> list[tuple[str, str, str, str]]:
 
 
 def read_alerts(
-    pipeline: Pipeline, want: int, timeout: float = 150.0, idle: float = 4.0
+    pipeline: Pipeline, want: int, timeout: float = 150.0, settled: bool = True
 ) -> list[dict[str, Any]]:
     """Every record of the pipeline's alerts topic from the start, once ``want`` arrived
-    and nothing new came for ``idle`` seconds (fails after ``timeout``)."""
+    (fails after ``timeout``), read to the topic's end offsets. With ``settled`` those are
+    taken once the data path committed all its input and then the fleet's aggregators all
+    the partials it wrote: an alert their input makes twice is read, not waited out."""
 
     def seen(records: list[bytes]) -> str:
         alerts = sorted((a["rule"], a["tenant"], a["status"]) for a in map(orjson.loads, records))
         return f"{len(records)} of {want} alerts: {alerts}"
 
+    aggregators = (pipeline.topic(FLEET_SUFFIX), f"{pipeline.data_path()[1]}-fleet")
     records = pipeline.read_topics(
-        [pipeline.topic("alerts")], lambda found: len(found) >= want, timeout, idle, seen
+        [pipeline.topic("alerts")],
+        lambda found: len(found) >= want,
+        timeout,
+        seen,
+        settle=[pipeline.data_path(), aggregators] if settled else [],
     )
     return [orjson.loads(r) for r in records]
 

@@ -49,7 +49,7 @@ def test_alert_state_is_restored_after_a_crash(kafka_bootstrap: str, tmp_path: P
 
         # The instant rules fire on the first worker, which dies at once: its input
         # and its partials may be half processed, half committed.
-        before = read_alerts(pipeline, 1, idle=0.0)
+        before = read_alerts(pipeline, 1, settled=False)
         assert {(a["alert_id"], a["rule"], a["tenant"], a["status"]) for a in before} <= set(
             firing_at_once
         )

@@ -46,7 +46,7 @@ def test_a_garbage_mix_is_dead_lettered_and_changes_no_valid_output(pipeline: Pi
 
     asyncio.run(send())
     want = set(identities(expected))
-    got = pipeline.read_until(
+    got = pipeline.read_settled(
         lambda seen: (
             want <= set(identities(seen))
             and sum(orjson.loads(r)["type"] == "event.rejected" for r in seen) >= len(garbage)
@@ -97,7 +97,7 @@ def test_a_record_on_the_wrong_partition_is_refused_and_never_applied(
             await producer.stop()
 
     asyncio.run(send())
-    got = pipeline.read_until(lambda seen: len(seen) >= 1)
+    got = pipeline.read_settled(lambda seen: len(seen) >= 1)
     [record] = [orjson.loads(r) for r in got]
     assert record["type"] == "event.rejected"
     assert record["reason"] == "INVALID_FIELD"
@@ -106,7 +106,7 @@ def test_a_record_on_the_wrong_partition_is_refused_and_never_applied(
     # the refused record was not applied: the session starts afresh on its own partition
     pipeline.produce(lines)
     expected = replay_outputs(lines)
-    again = pipeline.read_until(has_ids(set(identities(expected))))
+    again = pipeline.read_settled(has_ids(set(identities(expected))))
     assert set(identities(expected)) <= set(identities(again))
     assert {identity(r) for r in again} - set(identities(expected)) == {identity(got[0])}
 
@@ -130,11 +130,11 @@ def test_the_worker_rides_out_a_broker_restart(tmp_path: Path, shared_lib_dir: P
         worker = pipeline.start_worker("w")
         worker.wait_ready()
         pipeline.produce(lines[:half])
-        pipeline.read_until(has_ids(set(identities(replay_outputs(lines[:half])))), idle=0)
+        pipeline.read_until(has_ids(set(identities(replay_outputs(lines[:half])))))
         broker.stop()
         broker.start(timeout=120)
         pipeline.produce(lines[half:])
-        got = pipeline.read_until(has_ids(set(identities(expected))), timeout=180)
+        got = pipeline.read_settled(has_ids(set(identities(expected))), timeout=180)
         assert set(identities(got)) == set(identities(expected))
         assert worker.process.poll() is None, "the worker kept running"
     finally:

@@ -4,9 +4,11 @@ recovered after a crash, shared between workers, and safe on bad input."""
 from __future__ import annotations
 
 import base64
-import time
+import signal
+import subprocess
 
 import orjson
+import pytest
 
 from tests.kafka.traces import expiring_traces, scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs
@@ -96,7 +98,7 @@ def test_restarted_worker_recovers_state_from_changelog(pipeline: Pipeline) -> N
     second = pipeline.start_worker("second")
     second.wait_ready()
     pipeline.produce(lines[half:])
-    got = pipeline.read_until(has_ids(set(identities(expected))))
+    got = pipeline.read_settled(has_ids(set(identities(expected))))
     assert set(identities(got)) == set(identities(expected))
     decisions = [r for r in expected if b'"eviction.decided"' in r]
     assert {identity(d) for d in decisions} <= set(identities(got)), "no decision lost"
@@ -117,7 +119,7 @@ def test_two_workers_share_partitions_and_survive_a_kill(pipeline: Pipeline) -> 
     assert all(journals), "both workers produced outputs: the partitions were split"
     b.kill()  # mid-stream: whatever b had not checkpointed, a redoes
     pipeline.produce(lines[half:])
-    got = pipeline.read_until(has_ids(set(identities(expected))), timeout=90)
+    got = pipeline.read_settled(has_ids(set(identities(expected))), timeout=90)
     assert set(identities(got)) == set(identities(expected))
 
 
@@ -126,10 +128,14 @@ def test_sigterm_checkpoints_and_exits_within_ten_seconds(pipeline: Pipeline) ->
     worker = pipeline.start_worker("term")
     worker.wait_ready()
     pipeline.produce(lines)
-    pipeline.read_until(has_ids(set(identities(replay_outputs(lines)))), idle=0)
-    started = time.monotonic()
-    worker.stop(timeout=30)
-    assert time.monotonic() - started < 10, worker.log_text()[-3000:]
+    pipeline.read_until(has_ids(set(identities(replay_outputs(lines)))))
+    # docs/operations.md: out within 10 s of SIGTERM (a deadline, not a measured duration)
+    worker.process.send_signal(signal.SIGTERM)
+    try:
+        worker.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        pytest.fail(f"still running 10 s after SIGTERM:\n{worker.log_text()[-3000:]}")
     assert worker.process.returncode == 0, worker.log_text()[-3000:]
     # the last checkpoint committed every input offset on the way out
     pipeline.wait_committed(timeout=5)
@@ -152,7 +158,7 @@ def test_idle_expiry_on_kafka_equals_replay_with_its_partitions(pipeline: Pipeli
     assert sum(b"SESSION_EXPIRED" in record for record in expected) >= 5
     pipeline.start_worker("x").wait_ready()
     pipeline.produce(lines)
-    got = pipeline.read_until(has_ids(set(identities(expected))))
+    got = pipeline.read_settled(has_ids(set(identities(expected))))
     assert identities(got) == identities(expected)
 
     def comparable(record: bytes) -> bytes | tuple[str, str, str]:

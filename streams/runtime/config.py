@@ -36,6 +36,9 @@ class RuntimeConfig:
     records were just handed over, so a record that lands on one of those waits for
     the fetch in flight to return: up to this long. Lower means a faster gate under
     load and more fetch requests while idle (200 per second at 5 ms)."""
+    max_pending_batches: int = 32
+    """Batches of a partition whose outputs may await acknowledgement while the next
+    are processed (at-least-once); at the limit the step waits for the oldest."""
     commit_interval: float = 1.0
     commit_every: int = 20_000
     io_timeout: float = 30.0

@@ -9,6 +9,12 @@ its open transaction, and offsets committed in a transaction apply only when
 it commits. A crash can be injected before any write
 (:attr:`MemoryBroker.crash_at`): from then on the crashed worker's every call
 raises :class:`Crash`, as if the process had died there.
+
+Acknowledgements of outputs produced outside a transaction can come late
+(:attr:`MemoryBroker.ack_turns` event-loop turns after the send, so that the
+runtime's batches overlap), and a crash can lose the records whose
+acknowledgement had not come yet (:attr:`MemoryBroker.lose_unacked`), as a dying
+producer loses what its buffer held.
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ class MemoryBroker:
     crash_at: int | None = None
     """Crash the worker before its write number ``crash_at`` (1-based)."""
     crashed: bool = False
+    ack_turns: int = 0
+    """Event-loop turns between a non-transactional send and its acknowledgement."""
+    lose_unacked: bool = False
+    """Whether a crash removes the non-transactional records not yet acknowledged."""
+    unacked: list[tuple[list[Stored], Stored]] = field(default_factory=list)
 
     def log(self, topic: str, partition: int) -> list[Stored]:
         """The records of one topic partition (created on first use)."""
@@ -82,7 +93,36 @@ class MemoryBroker:
         if self.crash_at is not None and self.writes >= self.crash_at:
             self.crashed = True
             self.crash_at = None
+            if self.lose_unacked:
+                for records, lost in self.unacked:
+                    del records[next(i for i, r in enumerate(records) if r is lost)]
+            self.unacked.clear()
             raise Crash
+
+    def acknowledge_later(self, topic: str, partition: int) -> asyncio.Future[Any]:
+        """The acknowledgement of the record just written to ``topic``/``partition``
+        outside a transaction, ``ack_turns`` event-loop turns from now (never, if a
+        crash loses the record meanwhile)."""
+        if self.ack_turns <= 0:
+            return _done()
+        records = self.log(topic, partition)
+        entry = (records, records[-1])
+        self.unacked.append(entry)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def tick(turns: int) -> None:
+            if turns > 0:
+                loop.call_soon(tick, turns - 1)
+                return
+            at = next((i for i, e in enumerate(self.unacked) if e is entry), None)
+            if at is not None:  # not lost by a crash
+                del self.unacked[at]
+                if not future.done():
+                    future.set_result(None)
+
+        loop.call_soon(tick, self.ack_turns - 1)
+        return future
 
     def visible(self, record: Stored) -> bool:
         """Read-committed visibility of a record."""
@@ -234,8 +274,10 @@ class MemoryTransport:
 
     async def send(self, record: OutRecord) -> asyncio.Future[Any]:
         self.alive()
-        self.broker.write(record.topic, record.partition, record.key, record.value, None)
-        return _done()
+        partition, _ = self.broker.write(
+            record.topic, record.partition, record.key, record.value, None
+        )
+        return self.broker.acknowledge_later(record.topic, partition)
 
     async def lag(self, positions: dict[int, int]) -> int:
         return sum(

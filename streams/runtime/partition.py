@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -39,6 +40,15 @@ class PartitionState:
     """The checkpoint being committed in the background (at-least-once)."""
     stopped: str | None = None
     """Why the partition was stopped after repeated failures (None: running)."""
+    deliveries: deque[asyncio.Future[None]] = field(default_factory=deque)
+    """The batches whose outputs are still on their way to the broker, oldest first
+    (at-least-once: the next batches are processed meanwhile)."""
+    tails: dict[tuple[str | None, str | None], asyncio.Future[bool]] = field(default_factory=dict)
+    """Per session, resolved when its latest batch's outputs are all acknowledged
+    (True) or could not all be written (False): its next outputs wait for it."""
+    failed: BaseException | None = None
+    """The first error of a delivery: nothing more is sent or checkpointed for this
+    state; the next step resets the partition."""
 
     def process(self, record: InputRecord, fleet: FleetHook | None) -> list[OutputEvent]:
         """Apply one record to the engine; returns its outputs in production order."""

@@ -13,9 +13,15 @@ every write, and by tests/kafka/ and bench/chaos.py on a real broker):
 * at-least-once: outputs are produced at once (a decision only after the
   faults, pins and recompute request it lists are acknowledged) and are all
   acknowledged before the checkpoint that covers their input commits. A crash
-  can repeat outputs (same ids), never lose one.
+  can repeat outputs (same ids), never lose one. Steps are pipelined: while a
+  batch's acknowledgements are awaited (in a background delivery per partition
+  and batch), the next batches are polled and processed; a session's outputs of
+  a later batch are sent only once all of its earlier batches' are acknowledged,
+  and a partition is checkpointed only when none of its batches is pending.
 * exactly-once: outputs are written in the partition's transaction and are
-  visible to read-committed consumers exactly once, when it commits.
+  visible to read-committed consumers exactly once, when it commits. Each batch's
+  sends are awaited before the next poll, as before pipelining: the decision's
+  latency is the commit interval, which overlapping batches would not shorten.
 
 Failures of a step (send, commit, the engine itself) reset the partition: abort,
 re-open, restore, seek back to the committed offset, retry with backoff. A
@@ -54,6 +60,17 @@ from spanguard.streams.runtime.records import InputRecord, OutRecord, latest_per
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Session = tuple[str | None, str | None]
+Sent = tuple[OutputEvent, int, Ack]
+"""An output handed to the producer, when (monotonic ns) and its acknowledgement."""
+
+
+def _resolve(state: PartitionState, session: Session, done: asyncio.Future[bool], ok: bool) -> None:
+    """A session's batch is over: its next outputs may go (ok) or never will."""
+    if not done.done():
+        done.set_result(ok)
+    if state.tails.get(session) is done:
+        del state.tails[session]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +94,8 @@ class RuntimeStats:
     restores: int = 0
     send_failures: int = 0
     crashes: int = 0
+    overlapped: int = 0
+    """Batches whose outputs were sent while an earlier batch's were unacknowledged."""
     last_progress: float = field(default_factory=time.monotonic)
 
 
@@ -159,7 +178,7 @@ class Runtime:
             return False, "waiting for the first assignment"
         if self.stopped:
             return False, f"partitions stopped: {self.stopped}"
-        waiting = any(s.since_checkpoint or s.inflight for s in self.parts.values())
+        waiting = any(s.since_checkpoint or s.inflight or s.deliveries for s in self.parts.values())
         idle = self._clock() - self.stats.last_progress
         if waiting and idle > stall_after:
             return False, f"no checkpoint for {idle:.0f}s with records waiting"
@@ -302,7 +321,11 @@ class Runtime:
         await self.close()
 
     async def step(self) -> int:
-        """Poll once, process what came, checkpoint what is due; returns records applied."""
+        """Poll once, process what came, checkpoint what is due; returns records applied.
+
+        Under at-least-once the step does not wait for the outputs it sent: their
+        acknowledgements (and the decisions that wait for them) are awaited in the
+        background while the next steps poll and process (see :meth:`_deliver`)."""
         generation = self.generation
         batch = await self.transport.poll(self.config.batch_size, self.config.poll_timeout)
         started = time.perf_counter()
@@ -314,30 +337,44 @@ class Runtime:
                 for p, state in self.parts.items():
                     self.transport.seek(p, state.next_offset)
                 return 0
+            polled_for = dict(self.parts)
             await self._reap()
-            applied = await self._process(batch)
-            if applied and self.on_batch is not None:
-                self.on_batch(applied, time.perf_counter() - started)
+            # A partition reset by the reap was sought back to its checkpoint: what was
+            # polled for it before comes again, and must not be applied past the gap.
+            batch = {p: rs for p, rs in batch.items() if self.parts.get(p) is polled_for.get(p)}
+            applied = await self._process(batch, started)
+            await self._reap()  # a send that failed at once resets its partition now
             now = self._clock()
-            due = [
-                s
-                for s in self.parts.values()
-                if s.due(now, self.config.commit_interval, self.config.commit_every)
-            ]
+            due = [s for s in self.parts.values() if self._checkpoint_now(s, now)]
             if due:
                 await self._checkpoint_all(due)
-            elif not any(s.since_checkpoint or s.inflight for s in self.parts.values()):
+            elif not any(
+                s.since_checkpoint or s.inflight or s.deliveries for s in self.parts.values()
+            ):
                 self.stats.last_progress = now
             return applied
 
-    async def _process(self, batch: dict[int, list[InputRecord]]) -> int:
-        produced: list[tuple[PartitionState, list[OutputEvent]]] = []
+    def _checkpoint_now(self, state: PartitionState, now: float) -> bool:
+        """Whether to checkpoint the partition in this step: when it is due and every
+        batch it processed is acknowledged; when it is overdue (twice the interval or
+        the count) even if that means waiting for the acknowledgements first."""
+        interval, every = self.config.commit_interval, self.config.commit_every
+        if not state.due(now, interval, every):
+            return False
+        if not state.deliveries:
+            return True
+        return state.since_checkpoint >= 2 * every or now - state.last_checkpoint >= 2 * interval
+
+    async def _process(self, batch: dict[int, list[InputRecord]], started: float) -> int:
         applied = 0
-        failed: dict[int, BaseException] = {}
+        deliveries: list[asyncio.Future[None]] = []
         for p, records in sorted(batch.items()):
             state = self.parts.get(p)
             if state is None:
                 continue
+            while len(state.deliveries) >= self.config.max_pending_batches:
+                await state.deliveries[0]  # bounded: wait for the oldest batch's acks
+                state.deliveries.popleft()
             outputs: list[OutputEvent] = []
             try:
                 for record in records:
@@ -347,75 +384,208 @@ class Runtime:
                     applied += 1
             except Exception as exc:  # an engine bug: never skip the record, retry it
                 log.exception("spanguard: engine failed on partition %d", p)
-                failed[p] = exc
+                await self._reset(p, exc)
                 continue
             if outputs:
-                produced.append((state, outputs))
-        failed.update(await self._emit(produced))
-        for p, error in failed.items():
-            await self._reset(p, error)
+                delivery = await self._deliver(state, outputs)
+                if delivery is not None:
+                    deliveries.append(delivery)
         self.stats.processed += applied
+        if applied and self.on_batch is not None:
+            self._report_batch(applied, started, deliveries)
         return applied
+
+    def _report_batch(
+        self, applied: int, started: float, deliveries: list[asyncio.Future[None]]
+    ) -> None:
+        """Call ``on_batch`` once every output of the batch is acknowledged."""
+        on_batch = self.on_batch
+        if on_batch is None:
+            return
+        remaining = len(deliveries)
+        if remaining == 0:
+            on_batch(applied, time.perf_counter() - started)
+            return
+
+        def one_done(_: asyncio.Future[None]) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0:
+                on_batch(applied, time.perf_counter() - started)
+
+        for delivery in deliveries:
+            delivery.add_done_callback(one_done)
 
     def _record(self, event: OutputEvent) -> OutRecord:
         key = None if isinstance(event, EventRejected) else event.session_id.encode("utf-8")
         topic = self.config.output_topics[TOPIC_OF[event.type]]
         return OutRecord(topic, key, encode_output(event))
 
-    def _waves(
-        self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
-    ) -> tuple[list[tuple[PartitionState, OutputEvent]], list[tuple[PartitionState, OutputEvent]]]:
-        """Split a step's outputs into what can be sent at once and the decisions (and
-        compaction records, contract 1.2) that must wait for the acknowledgement of the
-        first group.
+    def _groups(
+        self, outputs: Sequence[OutputEvent]
+    ) -> tuple[list[OutputEvent], dict[Session, tuple[list[OutputEvent], list[OutputEvent]]]]:
+        """Split one partition's outputs of a batch into the dead letters and, per
+        session, what can be sent at once and the decisions (and compaction records,
+        contract 1.2) that must wait for the acknowledgement of the first group.
 
         A decision waits only when an earlier fault, pin or recompute request of its
-        own session is in this step (its own causes, or an earlier input's): most
-        decisions then cost one broker round trip, not two. A dead letter is no
-        decision's cause (the contract's ordering rule names faults, pins and
-        recompute requests), so it never makes one wait. Every output of earlier
-        steps is already acknowledged. Under exactly-once the transaction makes the
-        step's outputs visible together, so nothing waits.
+        own session is in this batch (its own causes, or an earlier input's): most
+        decisions then cost one broker round trip, not two. Earlier batches' outputs
+        of the session are awaited as a whole before any of this batch's is sent
+        (:meth:`_deliver`). A dead letter is no decision's cause (the contract's
+        ordering rule names faults, pins and recompute requests), so it never makes
+        one wait, nor waits itself. Under exactly-once the transaction makes the
+        batch's outputs visible together, so nothing waits.
         """
-        first: list[tuple[PartitionState, OutputEvent]] = []
-        second: list[tuple[PartitionState, OutputEvent]] = []
-        for state, outputs in produced:
-            caused: set[tuple[str | None, str | None]] = set()
-            for event in outputs:
-                session = (event.tenant, event.session_id)
-                if not isinstance(event, EvictionDecided | ContextCompacted):
-                    if not isinstance(event, EventRejected):
-                        caused.add(session)
-                    first.append((state, event))
-                elif self.config.exactly_once or session not in caused:
-                    first.append((state, event))
-                else:
-                    second.append((state, event))
-        return first, second
+        loose: list[OutputEvent] = []
+        groups: dict[Session, tuple[list[OutputEvent], list[OutputEvent]]] = {}
+        caused: set[Session] = set()
+        for event in outputs:
+            if isinstance(event, EventRejected):
+                loose.append(event)
+                continue
+            session = (event.tenant, event.session_id)
+            first, second = groups.setdefault(session, ([], []))
+            if not isinstance(event, EvictionDecided | ContextCompacted):
+                caused.add(session)
+                first.append(event)
+            elif self.config.exactly_once or session not in caused:
+                first.append(event)
+            else:
+                second.append(event)
+        return loose, groups
 
-    async def _emit(
-        self, produced: Sequence[tuple[PartitionState, list[OutputEvent]]]
-    ) -> dict[int, BaseException]:
-        """Produce outputs; a decision only after the earlier outputs of its session
-        (its causes among them) are acknowledged. Returns the partitions whose outputs
-        could not all be written."""
-        failed: dict[int, BaseException] = {}
-        for wave in self._waves(produced):
-            sent: list[tuple[int, OutputEvent, int, Ack]] = []
-            for state, event in wave:
-                if state.partition in failed:
-                    continue
-                record = self._record(event)
-                sent_ns = time.monotonic_ns()
-                try:
-                    if self.config.exactly_once:
-                        ack = await state.writer.send(record)
-                    else:
-                        ack = await self.transport.send(record)
-                except Exception as exc:
-                    failed[state.partition] = exc
-                    continue
-                sent.append((state.partition, event, sent_ns, ack))
+    async def _deliver(
+        self, state: PartitionState, outputs: Sequence[OutputEvent]
+    ) -> asyncio.Future[None] | None:
+        """Send one partition's outputs of a batch, keeping each session's order:
+
+        * a session whose earlier batches' outputs are all acknowledged sends its
+          first group now; its waiting decisions go once that group is acknowledged;
+        * a session with outputs of an earlier batch still unacknowledged sends
+          nothing of this batch until they are (then the same two groups);
+        * dead letters go now.
+
+        Under at-least-once what waits is done by a background task, returned (and
+        kept in ``state.deliveries`` until the partition's checkpoint, which waits
+        for it); the step goes on to poll the next batch. Under exactly-once the
+        outputs are in the partition's transaction and everything is awaited here.
+        """
+        if state.failed is not None:
+            return None  # the partition is reset by the next _reap
+        loose, groups = self._groups(outputs)
+        loop = asyncio.get_running_loop()
+        first: list[Sent] = []
+        free: list[tuple[Session, list[OutputEvent], asyncio.Future[bool]]] = []
+        busy: list[
+            tuple[
+                Session,
+                asyncio.Future[bool],
+                list[OutputEvent],
+                list[OutputEvent],
+                asyncio.Future[bool],
+            ]
+        ] = []
+        await self._send(state, loose, first)
+        for session, (now, later) in groups.items():
+            prior = state.tails.get(session)
+            done: asyncio.Future[bool] = loop.create_future()
+            state.tails[session] = done
+            if prior is None or (prior.done() and not prior.cancelled() and prior.result()):
+                await self._send(state, now, first)
+                free.append((session, later, done))
+            else:
+                busy.append((session, prior, now, later, done))
+        if state.deliveries:
+            self.stats.overlapped += 1
+        completion = self._complete(state, first, free, busy)
+        if self.config.exactly_once:
+            await completion
+            return None
+        task = asyncio.ensure_future(completion)
+        state.deliveries.append(task)
+        return task
+
+    async def _complete(
+        self,
+        state: PartitionState,
+        first: list[Sent],
+        free: list[tuple[Session, list[OutputEvent], asyncio.Future[bool]]],
+        busy: list[
+            tuple[
+                Session,
+                asyncio.Future[bool],
+                list[OutputEvent],
+                list[OutputEvent],
+                asyncio.Future[bool],
+            ]
+        ],
+    ) -> None:
+        """The part of :meth:`_deliver` that waits; never raises an ``Exception`` (a
+        failure is recorded in ``state.failed``), and resolves every session's
+        future whatever happens, so later batches never wait forever."""
+
+        async def free_sessions() -> None:
+            ok = await self._acked(state, first)
+            second: list[Sent] = []
+            for _, later, _ in free:
+                ok = ok and await self._send(state, later, second)
+            ok = ok and await self._acked(state, second)
+            for session, _, done in free:
+                _resolve(state, session, done, ok)
+
+        async def after_earlier(
+            session: Session,
+            prior: asyncio.Future[bool],
+            now: list[OutputEvent],
+            later: list[OutputEvent],
+            done: asyncio.Future[bool],
+        ) -> None:
+            await asyncio.wait([prior])  # never cancels the earlier batch's future
+            ok = not prior.cancelled() and prior.result()
+            for group in (now, later):
+                sent: list[Sent] = []
+                ok = ok and await self._send(state, group, sent) and await self._acked(state, sent)
+            _resolve(state, session, done, ok)
+
+        try:
+            if busy:
+                await asyncio.gather(free_sessions(), *(after_earlier(*b) for b in busy))
+            else:
+                await free_sessions()
+        except Exception as exc:
+            self._fail(state, exc)
+        finally:
+            for session, _, done in free:
+                _resolve(state, session, done, False)
+            for session, _, _, _, done in busy:
+                _resolve(state, session, done, False)
+
+    async def _send(
+        self, state: PartitionState, events: Sequence[OutputEvent], into: list[Sent]
+    ) -> bool:
+        """Hand events to the producer (appended to ``into`` with their acks); False
+        once the partition failed."""
+        for event in events:
+            if state.failed is not None:
+                return False
+            record = self._record(event)
+            sent_ns = time.monotonic_ns()
+            try:
+                if self.config.exactly_once:
+                    ack = await state.writer.send(record)
+                else:
+                    ack = await self.transport.send(record)
+            except Exception as exc:
+                self._fail(state, exc)
+                return False
+            into.append((event, sent_ns, ack))
+            self.stats.outputs += 1
+        return state.failed is None
+
+    async def _acked(self, state: PartitionState, sent: list[Sent]) -> bool:
+        """Wait for the acknowledgements of ``sent``; False if any failed."""
+        if sent:
             results: list[Any]
             try:  # one deadline for the group (a task per ack would cost more than the send)
                 results = await self._io(
@@ -423,17 +593,38 @@ class Runtime:
                 )
             except TimeoutError as exc:
                 results = [exc] * len(sent)
-            for (p, event, sent_ns, _), result in zip(sent, results, strict=True):
+            for (event, sent_ns, _), result in zip(sent, results, strict=True):
                 if isinstance(result, BaseException):
-                    failed.setdefault(p, result)
+                    self._fail(state, result)
                 elif self.on_ack is not None:
                     self.on_ack(event, result, sent_ns)
-            self.stats.outputs += len(sent)
-        if failed:
-            self.stats.send_failures += len(failed)
+        return state.failed is None
+
+    def _fail(self, state: PartitionState, error: BaseException) -> None:
+        """Record a partition's first delivery failure (reset by the next step)."""
+        if state.failed is None:
+            state.failed = error
+            self.stats.send_failures += 1
             if self.on_failure is not None:
                 self.on_failure("send")
-        return failed
+
+    async def _drain(self, state: PartitionState) -> None:
+        """Wait until every batch the partition processed is acknowledged; raise the
+        error of one that could not be written."""
+        while state.deliveries:
+            await state.deliveries[0]
+            state.deliveries.popleft()
+        if state.failed is not None:
+            raise state.failed
+
+    def abandon(self) -> None:
+        """Cancel every background delivery and commit without writing anything more
+        (what the death of the process does; for tests that simulate it)."""
+        for state in [*self.parts.values(), *self._kept.values()]:
+            for task in state.deliveries:
+                task.cancel()
+            if state.inflight is not None:
+                state.inflight.cancel()
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -443,6 +634,11 @@ class Runtime:
         commit runs in the background while the next batches are processed (their
         changes go to the next checkpoint), so the gate never waits for it."""
         if not self.config.exactly_once:
+            for state in states:
+                try:  # an overdue checkpoint waits for the acknowledgements it covers
+                    await self._drain(state)
+                except Exception as exc:
+                    await self._reset(state.partition, exc)
             await self._reap()  # a commit that failed meanwhile resets its partition
             for state in states:
                 if self.parts.get(state.partition) is state and state.inflight is None:
@@ -457,17 +653,28 @@ class Runtime:
                 await self._reset(state.partition, result)
 
     async def _reap(self) -> None:
-        """Reset the partitions whose background commit failed."""
+        """Forget the acknowledged batches; reset the partitions whose background
+        commit or delivery failed."""
         for state in list(self.parts.values()):
+            while state.deliveries and state.deliveries[0].done():
+                delivery = state.deliveries.popleft()
+                error = None if delivery.cancelled() else delivery.exception()
+                if error is not None:
+                    raise error  # only a dying process's (deliveries catch every Exception)
             task = state.inflight
             if task is not None and task.done():
                 state.inflight = None
                 error = task.exception()
                 if error is not None:
                     await self._reset(state.partition, error)
+                    continue
+            if state.failed is not None:
+                await self._reset(state.partition, state.failed)
 
     async def _checkpoint(self, state: PartitionState) -> None:
-        """Checkpoint now and wait for it (after any commit already under way)."""
+        """Checkpoint now and wait for it (after every batch is acknowledged and any
+        commit already under way)."""
+        await self._drain(state)
         await self._settle(state)
         if state.since_checkpoint:
             await self._commit(state, self._snapshot(state))
@@ -479,7 +686,8 @@ class Runtime:
             await task
 
     def _snapshot(self, state: PartitionState) -> Checkpoint:
-        """1. the outputs of every applied input are acknowledged (done by the batch);
+        """1. the outputs of every applied input are acknowledged (the caller drained
+        the partition's deliveries: no batch of it is pending);
         2. take the state changes and fleet partials since the last checkpoint and
         the input position they lead to."""
         p = state.partition
@@ -515,10 +723,18 @@ class Runtime:
         state = self.parts.pop(partition, None)
         if state is None:
             return
+        if state.failed is None:
+            state.failed = error  # the deliveries still under way send nothing more
         if state.inflight is not None and not state.inflight.done():
             state.inflight.cancel()
             with contextlib.suppress(BaseException):
                 await state.inflight
+        for delivery in state.deliveries:
+            delivery.cancel()
+        for delivery in state.deliveries:
+            with contextlib.suppress(BaseException):
+                await delivery
+        state.deliveries.clear()
         failures = state.failures + 1
         log.warning(
             "spanguard: partition %d failed at offset %d (%r), attempt %d",

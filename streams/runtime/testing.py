@@ -7,6 +7,10 @@ it, as often as you like.
     driver.produce(lines)
     await driver.run(crash_at=[17, 40])
     assert driver.output_ids() == replay_ids(lines)
+
+``ack_turns`` makes the broker acknowledge outputs late, so that batches overlap
+(the next is processed while the last one's outputs wait), and ``lose_unacked``
+makes a crash lose the outputs not acknowledged yet.
 """
 
 from __future__ import annotations
@@ -46,8 +50,12 @@ class RuntimeTestDriver:
         commit_every: int = 5,
         engine_settings: EngineSettings | None = None,
         fleet: FleetHook | None = None,
+        ack_turns: int = 0,
+        lose_unacked: bool = False,
     ) -> None:
-        self.broker = MemoryBroker(partitions=partitions)
+        self.broker = MemoryBroker(
+            partitions=partitions, ack_turns=ack_turns, lose_unacked=lose_unacked
+        )
         self.config = RuntimeConfig(
             input_topic="in",
             output_topics={s: f"out.{s}" for s in OUTPUT_SUFFIXES},
@@ -64,6 +72,8 @@ class RuntimeTestDriver:
         self.fleet = fleet
         self.crashes = 0
         self.restarts = 0
+        self.overlapped = 0
+        """Batches sent while an earlier batch's outputs were unacknowledged (all runs)."""
 
     def produce(self, lines: Iterable[bytes], key: bytes | None = None) -> None:
         """Append lines to the input topic, keyed by session (or by ``key``)."""
@@ -96,6 +106,7 @@ class RuntimeTestDriver:
                 if await transport.lag(runtime.positions()) == 0:
                     await runtime.close()
                     if not self.broker.crashed:
+                        self.overlapped += runtime.stats.overlapped
                         self.broker.crash_at = None
                         return
             except Crash:
@@ -103,6 +114,8 @@ class RuntimeTestDriver:
             if self.broker.crashed:
                 self.crashes += 1
                 self.broker.crashed = False
+                runtime.abandon()  # the process died: its background work dies with it
+                self.overlapped += runtime.stats.overlapped
                 runtime, transport = await self._started()
         raise AssertionError("the runtime did not finish")
 

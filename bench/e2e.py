@@ -3,6 +3,9 @@
     .venv/bin/python -m bench.e2e            # full run (several minutes)
     .venv/bin/python -m bench.e2e --quick    # small smoke run
     .venv/bin/python -m bench.e2e --latency-only 3   # the gate's latency, 3 runs each
+    .venv/bin/python -m bench.e2e --latency-only 2 --baseline /tmp/base
+        # ... and, run for run alternately, the workers of another checkout (e.g. a git
+        # worktree of the commit before a change): before and after on one broker
 
 1. a raw aiokafka consume->produce passthrough of the same records on the same
    broker (L0), and against it: the worker as shipped (fleet monitoring on; target
@@ -103,10 +106,16 @@ class Bench:
             **extra,
         }
 
-    def workers(self, prefix: str, count: int, **extra: str) -> list[WorkerProcess]:
+    def workers(
+        self, prefix: str, count: int, tree: Path | None = None, **extra: str
+    ) -> list[WorkerProcess]:
+        """Start ``count`` workers (of the checkout ``tree``, this one by default)."""
         started = [
             spawn_worker(
-                f"w{i}", self.env(prefix, f"w{i}", **extra), self.home / f"{prefix}-w{i}.log"
+                f"w{i}",
+                self.env(prefix, f"w{i}", **extra),
+                self.home / f"{prefix}-w{i}.log",
+                cwd=tree,
             )
             for i in range(count)
         ]
@@ -350,8 +359,12 @@ async def passthrough(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
     return {"events": seen, "seconds": round(elapsed, 3), "events_per_s": round(seen / elapsed)}
 
 
-async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str) -> dict[str, Any]:
-    """Produce a fleet at ``rate``; latency of each decision from its request's send.
+async def gate_latency(
+    bench: Bench, sessions: int, rate: float, guarantee: str, tree: Path | None = None
+) -> dict[str, Any]:
+    """Produce a fleet at ``rate``; latency of each decision from its request's send
+    (the worker of the checkout ``tree``, this one by default: ``python -m`` imports
+    ``spanguard`` from the working directory first).
 
     A probe runs alongside: a record every 10 ms through the same broker on a topic
     of its own, produced and consumed by plain aiokafka clients with no worker in
@@ -362,7 +375,7 @@ async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str)
     await create_topics(bench.bootstrap, [f"{prefix}.probe"], partitions=PARTITIONS)
     lines = demo_fleet(sessions)
     started = await asyncio.to_thread(
-        bench.workers, prefix, 1, SPANGUARD_PROCESSING_GUARANTEE=guarantee
+        bench.workers, prefix, 1, tree, SPANGUARD_PROCESSING_GUARANTEE=guarantee
     )
     await asyncio.sleep(2)  # let the first assignment settle
     sent_at: dict[str, float] = {}
@@ -408,6 +421,7 @@ async def gate_latency(bench: Bench, sessions: int, rate: float, guarantee: str)
             await asyncio.to_thread(worker.stop)
     return {
         "guarantee": guarantee,
+        "worker": "current" if tree is None else str(tree),
         "broker_log": bench.log_medium,
         "sessions": sessions,
         "rate": rate,
@@ -458,12 +472,13 @@ async def broker_probe(bootstrap: str, topic: str, done: asyncio.Event) -> list[
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
-    """p50, p95, p99 and the maximum of a list of milliseconds."""
-    q = statistics.quantiles(sorted(ms), n=100)
+    """p50, p95, p99, p99.9 and the maximum of a list of milliseconds."""
+    q = statistics.quantiles(sorted(ms), n=1000)
     return {
-        "p50_ms": round(q[49], 1),
-        "p95_ms": round(q[94], 1),
-        "p99_ms": round(q[98], 1),
+        "p50_ms": round(q[499], 1),
+        "p95_ms": round(q[949], 1),
+        "p99_ms": round(q[989], 1),
+        "p999_ms": round(q[998], 1),
         "max_ms": round(max(ms), 1),
     }
 
@@ -561,20 +576,32 @@ def latency_rows(bench: Bench, sessions: int, capacity: float) -> list[dict[str,
     return rows
 
 
-def latency_runs(runs: int) -> None:
-    """The gate's latency alone, several runs per guarantee (the p99's spread)."""
+def latency_runs(runs: int, baseline: Path | None = None) -> None:
+    """The gate's latency alone, several runs per guarantee (the p99's spread); with a
+    ``baseline`` checkout, its worker and this one's alternately on the same broker."""
     rows = []
+    trees: tuple[Path | None, ...] = (None,) if baseline is None else (baseline, None)
     for parent in (None, MEMORY_DIR) if MEMORY_DIR.is_dir() else (None,):
         with fresh_bench(parent) as bench:
             for _ in range(runs):
                 for guarantee in ("at_least_once", "exactly_once"):
-                    row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee))
-                    row["load_avg_1m"] = round(os.getloadavg()[0], 2)
-                    print(json.dumps(row), flush=True)
-                    rows.append(row)
+                    for tree in trees:
+                        row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee, tree))
+                        row["load_avg_1m"] = round(os.getloadavg()[0], 2)
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
+    for row in rows:
+        floor = row["broker_floor"]
+        print(
+            f"{row['worker']:>12} {row['guarantee']:>13} broker log on {row['broker_log']:>5}: "
+            f"p50/p99/p99.9 {row['p50_ms']}/{row['p99_ms']}/{row['p999_ms']} ms, broker floor "
+            f"{floor['p50_ms']}/{floor['p99_ms']}/{floor['p999_ms']} ms, "
+            f"load {row['load_avg_1m']}"
+        )
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "e2e-latency.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print("wrote bench/results/e2e-latency.json")
+    name = "e2e-latency.json" if baseline is None else "e2e-latency-baseline.json"
+    (RESULTS / name).write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"wrote bench/results/{name}")
 
 
 def main() -> None:
@@ -586,9 +613,18 @@ def main() -> None:
         metavar="RUNS",
         help="only the gate's latency at 1,000 events/s, RUNS times per guarantee",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --latency-only: also run the worker of this checkout (e.g. a git "
+        "worktree of an earlier commit), alternately with this one, on the same broker",
+    )
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "spanguard").is_dir():
+        parser.error(f"{args.baseline} is not a spanguard checkout")
     if args.latency_only:
-        latency_runs(args.latency_only)
+        latency_runs(args.latency_only, args.baseline)
         return
     fleet = 100 if args.quick else 1000
     lines = demo_fleet(fleet)

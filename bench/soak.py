@@ -79,13 +79,13 @@ Line = tuple[str, int, bytes]
 CHANGELOG_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.ms": "20000",
-    "segment.bytes": str(4 * 1024 * 1024),
+    "segment.bytes": str(1024 * 1024),
     "min.cleanable.dirty.ratio": "0.01",
     "min.compaction.lag.ms": "0",
     "delete.retention.ms": "60000",
     "max.message.bytes": str(8 * 1024 * 1024),
 }
-"""The soak's changelog: segments roll every 20 s (or 4 MB) and the cleaner takes
+"""The soak's changelog: segments roll every 20 s (or 1 MB) and the cleaner takes
 any dirty share, so the bytes on disk follow the live state. A tombstone stays a
 minute after its segment is cleaned (a restore takes less)."""
 

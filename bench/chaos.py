@@ -3,11 +3,12 @@
     .venv/bin/python -m bench.chaos                          # 2 workers, at-least-once
     .venv/bin/python -m bench.chaos --workers 1 --guarantee exactly_once --runs 10
 
-Each run: a fresh topic prefix; ``--sessions`` simulated sessions, spread over
-``--hours`` hours of event time (72) with ``--idle-sessions`` sessions that go quiet
-and come back (contract 1.2's idle expiry, 24 h: every simulated session expires a day
-after its last event, some quiet ones come back expired, others after 20 h still
-live, so sessions expire all through the run and the kills land among them), produced in
+Each run: a fresh topic prefix; ``--sessions`` simulated sessions spread over
+``--hours`` hours of event time (72), with ``--idle-sessions`` sessions that go quiet
+(contract 1.2's idle expiry, 24 h): a third come back after 30 h (expired, refused
+``SESSION_EXPIRED``), a third after 20 h (still live), a third never (expired a day
+later); their expiries fall between 34% and 88% of the trace, where the kills land;
+all of it produced in
 ``--chunks`` chunks ``--chunk-gap`` seconds apart; every ``--kill-every`` seconds
 one worker (round robin) gets SIGKILL and is restarted ``--restart-after``
 seconds later. Once everything is produced and every worker is back, the output

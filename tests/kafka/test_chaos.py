@@ -1,5 +1,5 @@
 """A short chaos run in CI (bench/chaos.py does the long ones): workers killed with
-SIGKILL while a fleet streams in, outputs compared with replay."""
+SIGKILL while a fleet streams in and sessions expire, outputs compared with replay."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def test_kills_lose_and_invent_nothing(
     prefix = f"chaos-{workers}-{guarantee}-{tmp_path.name[-8:]}"
     result = run_chaos(kafka_bootstrap, plan, tmp_path, prefix)
     assert result.kills >= 1, result
+    # Sessions expire while workers are killed (idle expiry is on): the comparison
+    # covers SESSION_EXPIRED refusals too.
+    assert result.expired > 0 and result.refused_expired > 0, result
     assert (result.missing, result.extra, result.stalled) == (0, 0, 0), result
     if guarantee == "exactly_once":
         assert result.duplicate == 0, result

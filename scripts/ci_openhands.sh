@@ -3,15 +3,27 @@
 # repository's .venv is 3.11, so this makes (once) a second virtualenv, .venv-openhands
 # (gitignored), with the dev extra (which then includes openhands-sdk), and runs there:
 # mypy (strict, Python 3.12) on the adapter and its test, the test, and the example.
-# PYTHON312 picks the interpreter (default: python3.12 on the PATH, else pyenv's 3.12.1).
+# PYTHON312 picks the interpreter (default: the first of python3.13, python3.12 and pyenv's
+# 3.12+ versions that runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=.venv-openhands
-PY=${PYTHON312:-$(command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python)}
-if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+is_312() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
+PY=""
+if [ -n "${PYTHON312:-}" ]; then
+  candidates=("$PYTHON312")
+else
+  # A pyenv shim exists for every version pyenv has, but runs only the selected ones:
+  # each candidate is tried, not just found.
+  candidates=(python3.13 python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python)
+fi
+for candidate in "${candidates[@]}"; do
+  if is_312 "$candidate"; then PY=$candidate; break; fi
+done
+if [ -z "$PY" ]; then
   echo "error: the OpenHands adapter's tests need Python 3.12+ (openhands-sdk does);" \
-    "set PYTHON312 to one (found: $PY)" >&2
+    "set PYTHON312 to one (tried: ${candidates[*]})" >&2
   exit 2
 fi
 if [ ! -x "$VENV/bin/python" ]; then

@@ -37,7 +37,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -368,6 +368,7 @@ class Runtime:
     async def _process(self, batch: dict[int, list[InputRecord]], started: float) -> int:
         applied = 0
         deliveries: list[asyncio.Future[None]] = []
+        in_transaction: list[Coroutine[Any, Any, None]] = []
         for p, records in sorted(batch.items()):
             state = self.parts.get(p)
             if state is None:
@@ -387,9 +388,19 @@ class Runtime:
                 await self._reset(p, exc)
                 continue
             if outputs:
-                delivery = await self._deliver(state, outputs)
-                if delivery is not None:
-                    deliveries.append(delivery)
+                completion = await self._deliver(state, outputs)
+                if completion is None:
+                    continue
+                if self.config.exactly_once:
+                    in_transaction.append(completion)
+                    continue
+                if state.deliveries:
+                    self.stats.overlapped += 1
+                delivery = asyncio.ensure_future(completion)
+                state.deliveries.append(delivery)
+                deliveries.append(delivery)
+        if in_transaction:  # every partition's acknowledgements awaited together
+            await asyncio.gather(*in_transaction)
         self.stats.processed += applied
         if applied and self.on_batch is not None:
             self._report_batch(applied, started, deliveries)
@@ -457,7 +468,7 @@ class Runtime:
 
     async def _deliver(
         self, state: PartitionState, outputs: Sequence[OutputEvent]
-    ) -> asyncio.Future[None] | None:
+    ) -> Coroutine[Any, Any, None] | None:
         """Send one partition's outputs of a batch, keeping each session's order:
 
         * a session whose earlier batches' outputs are all acknowledged sends its
@@ -466,10 +477,11 @@ class Runtime:
           nothing of this batch until they are (then the same two groups);
         * dead letters go now.
 
-        Under at-least-once what waits is done by a background task, returned (and
-        kept in ``state.deliveries`` until the partition's checkpoint, which waits
-        for it); the step goes on to poll the next batch. Under exactly-once the
-        outputs are in the partition's transaction and everything is awaited here.
+        Returns what waits (:meth:`_complete`). Under at-least-once :meth:`_process`
+        runs it as a background task, kept in ``state.deliveries`` until the
+        partition's checkpoint waits for it, and the step goes on to poll the next
+        batch. Under exactly-once the outputs are in the partition's transaction and
+        the step awaits every partition's together, before the next poll.
         """
         if state.failed is not None:
             return None  # the partition is reset by the next _reap
@@ -496,15 +508,7 @@ class Runtime:
                 free.append((session, later, done))
             else:
                 busy.append((session, prior, now, later, done))
-        if state.deliveries:
-            self.stats.overlapped += 1
-        completion = self._complete(state, first, free, busy)
-        if self.config.exactly_once:
-            await completion
-            return None
-        task = asyncio.ensure_future(completion)
-        state.deliveries.append(task)
-        return task
+        return self._complete(state, first, free, busy)
 
     async def _complete(
         self,

@@ -101,7 +101,10 @@ class _FleetDriver(RuntimeTestDriver):
         )
 
         def on_batch(records: int, seconds: float) -> None:
-            self.engine = runtime.parts[0].engine
+            # Reported once the batch's outputs are acknowledged (pipelined steps): the
+            # partition may have been reset or given up by then.
+            if 0 in runtime.parts:
+                self.engine = runtime.parts[0].engine
             self.combiner.batch(records, seconds)
 
         runtime.on_batch = on_batch

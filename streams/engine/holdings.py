@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from spanguard.schemas import MentionIn, Referent
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.keys import KeyHasher
-from spanguard.streams.engine.names import NameBook, match_book, new_names
+from spanguard.streams.engine.names import NameBook, NameScan, match_book, new_names
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.referents import Scan, find_anaphors, scan_text
 
@@ -88,7 +88,13 @@ def _shared_words(scan: Scan) -> Scan:
     scan keeps ~15 pointers instead of ~15 strings of its own, ~750 B less an entry.
     An equal scan: only whom the strings are shared with changes."""
     names = scan.names
-    return scan._replace(names=names._replace(folded=frozenset(map(sys.intern, names.folded))))
+    # The constructors, not ``_replace`` (a generic Python loop on every call).
+    folded = frozenset(map(sys.intern, names.folded))
+    return Scan(
+        identifiers=scan.identifiers,
+        phrases=scan.phrases,
+        names=NameScan(names=names.names, folded=folded, words=names.words),
+    )
 
 
 class _KnownTypes:

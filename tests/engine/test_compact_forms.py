@@ -56,7 +56,10 @@ def test_a_cached_scan_equals_a_fresh_one_and_shares_its_words() -> None:
     builder = HoldingsBuilder(EngineSettings())
     text = "Ask Maria Lopez about order 51397 and the invoice for the order."
     first = builder._scan(text, text_sha256(text))
-    assert first == scan_text(text)
+    fresh = scan_text(text)
+    assert first == fresh
+    assert type(first) is type(fresh)
+    assert type(first.names) is type(fresh.names)
     again = builder._scan(text + " ", text_sha256(text + " "))
     shared = {id(word) for word in first.names.folded}
     assert all(id(word) in shared for word in again.names.folded if word in first.names.folded)

@@ -1,0 +1,213 @@
+"""A real worker's memory per live session (issue 22, item 2): resident set size.
+
+Starts a broker of its own (a temporary home, free ports), one worker on one input
+partition (idle expiry off, fleet monitoring on, as shipped), and produces the
+simulated fleet of :mod:`bench.memory` (``--sessions`` sessions of the default fleet,
+their ``session.closed`` lines left out, so every session stays live) in halves:
+after each half, once the worker has committed every input record, it reads the
+worker's ``VmRSS`` and its ``spanguard_live_sessions``. The marginal RSS per live
+session is the growth from the first half to the second, divided by the sessions the
+second half added (what the process holds once, its interpreter, libraries and the
+engine's caches, falls out).
+
+    .venv/bin/python -m bench.worker_memory --sessions 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines
+from bench.memory import _session_number as session_number
+from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.kafka_io.topics import ensure_topics
+from spanguard.streams.kafka_io.traces import murmur2_partitioner
+from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
+from spanguard.streams.settings import load_settings
+
+PREFIX = "wmem"
+APP = "wmem-app"
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of process ``pid`` in MB (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The worker's unlabelled metrics (name -> value) from ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    figures: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                figures[name] = float(value)
+    return figures
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
+    """Whether ``group`` has committed every record of ``topic``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await admin.start()
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await consumer.end_offsets(parts)
+        offsets = await admin.list_consumer_group_offsets(group, partitions=parts)
+        return all(
+            end == 0 or (tp in offsets and offsets[tp].offset >= end) for tp, end in ends.items()
+        )
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def _env(bootstrap: str, home: Path, web_port: int, fleet: bool) -> dict[str, str]:
+    return {
+        "SPANGUARD_FLEET": f'{{"enabled": {"true" if fleet else "false"}}}',
+        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
+        "SPANGUARD_TOPIC_PREFIX": PREFIX,
+        "SPANGUARD_APP_ID": APP,
+        "SPANGUARD_PARTITIONS": "1",
+        "SPANGUARD_DATA_DIR": str(home / "data"),
+        "SPANGUARD_WEB_ENABLED": "true",
+        "SPANGUARD_WEB_PORT": str(web_port),
+        "SPANGUARD_ENGINE__IDLE_TIMEOUT": "PT0S",
+    }
+
+
+def session_key(line: bytes) -> str:
+    """The record key of an input line: its session id, as ``spanguard produce`` keys
+    it ("" when none can be read)."""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    return str(event.get("session_id", "")) if isinstance(event, dict) else ""
+
+
+async def _produce(bootstrap: str, lines: Sequence[bytes]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=20, partitioner=murmur2_partitioner
+    )
+    await producer.start()
+    try:
+        pending = []
+        for line in lines:
+            pending.append(
+                await producer.send(f"{PREFIX}.events", line, key=session_key(line).encode())
+            )
+            if len(pending) >= 2_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+def _wait_committed(bootstrap: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not asyncio.run(committed(bootstrap, APP, f"{PREFIX}.events", 1)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"input not committed after {timeout} s")
+        time.sleep(0.5)
+
+
+def _sample(worker: WorkerProcess, web_port: int, produced: int) -> dict[str, float]:
+    """RSS and live sessions (the sessions produced when the worker serves no
+    ``/metrics``: with fleet monitoring off)."""
+    try:
+        live = scrape(web_port).get("spanguard_live_sessions", float(produced))
+    except urllib.error.HTTPError:
+        live = float(produced)
+    return {
+        "produced_sessions": produced,
+        "rss_mb": rss_mb(worker.process.pid),
+        "live_sessions": live,
+    }
+
+
+def measure(
+    bootstrap: str, home: Path, sessions: int, timeout: float, fleet: bool = True
+) -> dict[str, Any]:
+    """Produce the fleet in halves to a fresh worker; RSS and live sessions after each."""
+    lines = open_session_lines(sessions)
+    half = sessions // 2
+    first = [line for line in lines if session_number(line) < half]
+    second = [line for line in lines if session_number(line) >= half]
+    asyncio.run(ensure_topics(load_settings(broker=f"kafka://{bootstrap}", topic_prefix=PREFIX)))
+    [web_port] = free_ports(1)
+    worker = spawn_worker("wmem", _env(bootstrap, home, web_port, fleet), home / "worker.log")
+    samples = []
+    try:
+        worker.wait_ready(timeout=120)
+        samples.append(_sample(worker, web_port, 0))
+        for produced, part in ((half, first), (sessions, second)):
+            asyncio.run(_produce(bootstrap, part))
+            _wait_committed(bootstrap, timeout)
+            samples.append(_sample(worker, web_port, produced))
+    finally:
+        worker.stop()
+    grown = (samples[2]["rss_mb"] - samples[1]["rss_mb"]) * 1024 * 1024
+    added = samples[2]["live_sessions"] - samples[1]["live_sessions"]
+    marginal = grown / added if added > 0 else float("nan")
+    return {
+        "sessions": sessions,
+        "fleet": fleet,
+        "events": len(lines),
+        "samples": samples,
+        "marginal_rss_bytes_per_session": round(marginal),
+        "target": TARGET_BYTES_PER_SESSION,
+        "met": marginal <= TARGET_BYTES_PER_SESSION,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start a broker of its own, measure, stop it, print the figures as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.worker_memory", description=__doc__)
+    parser.add_argument("--sessions", type=int, default=2_000, help="simulated sessions")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per half")
+    parser.add_argument("--no-fleet", action="store_true", help="fleet monitoring off")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="spanguard-wmem-", ignore_cleanup_errors=True) as tmp:
+        home = Path(tmp)
+        port, controller = free_ports(2)
+        broker = LocalBroker(
+            home=home / "kafka",
+            port=port,
+            controller_port=controller,
+            lib_dir=DEFAULT_HOME / "lib",
+            stop_with_parent=True,
+        )
+        broker.fetch()
+        bootstrap = broker.start(timeout=120)
+        try:
+            report = measure(bootstrap, home, args.sessions, args.timeout, not args.no_fleet)
+        finally:
+            broker.stop()
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -669,6 +669,12 @@ def scan_names(text: str) -> NameScan:
             folded = folded[1:]
             if not folded:
                 continue
+        # Type words after a lower-case determiner ("that bistro", "the Hotel") name a
+        # type, not an entity; "at The Grill" keeps its capitalised article: a name.
+        if first and words[first].joined and all(map(_head, folded)):
+            before = words[first - 1]
+            if before.folded in DETERMINERS and text[before.start].islower():
+                continue
         key = name_key(folded)
         start = words[first].start
         surface = text[start : words[end - 1].end]

@@ -62,7 +62,7 @@ class MemoryBroker:
     """Event-loop turns between a non-transactional send and its acknowledgement."""
     lose_unacked: bool = False
     """Whether a crash removes the non-transactional records not yet acknowledged."""
-    unacked: list[tuple[list[Stored], Stored]] = field(default_factory=list)
+    unacked: list[tuple[list[Stored], Stored, asyncio.Future[Any]]] = field(default_factory=list)
 
     def log(self, topic: str, partition: int) -> list[Stored]:
         """The records of one topic partition (created on first use)."""
@@ -93,23 +93,28 @@ class MemoryBroker:
         if self.crash_at is not None and self.writes >= self.crash_at:
             self.crashed = True
             self.crash_at = None
-            if self.lose_unacked:
-                for records, lost in self.unacked:
+            for records, lost, ack in self.unacked:
+                if self.lose_unacked:
                     del records[next(i for i, r in enumerate(records) if r is lost)]
+                # The process died: whatever of it awaits an acknowledgement dies too
+                # (instead of waiting io_timeout for one that never comes).
+                if not ack.done():
+                    ack.set_exception(Crash())
+                    ack.exception()  # retrieved: the abandoned runtime may never look
             self.unacked.clear()
             raise Crash
 
     def acknowledge_later(self, topic: str, partition: int) -> asyncio.Future[Any]:
         """The acknowledgement of the record just written to ``topic``/``partition``
-        outside a transaction, ``ack_turns`` event-loop turns from now (never, if a
-        crash loses the record meanwhile)."""
+        outside a transaction, ``ack_turns`` event-loop turns from now (a crash
+        meanwhile fails it with :class:`Crash`)."""
         if self.ack_turns <= 0:
             return _done()
         records = self.log(topic, partition)
-        entry = (records, records[-1])
-        self.unacked.append(entry)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        entry = (records, records[-1], future)
+        self.unacked.append(entry)
 
         def tick(turns: int) -> None:
             if turns > 0:

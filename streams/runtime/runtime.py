@@ -63,6 +63,13 @@ T = TypeVar("T")
 Session = tuple[str | None, str | None]
 Sent = tuple[OutputEvent, int, Ack]
 """An output handed to the producer, when (monotonic ns) and its acknowledgement."""
+_Free = tuple[Session, list[OutputEvent], asyncio.Future[bool]]
+"""A session free to send now: its later outputs and the future of this batch's own."""
+_Held = tuple[
+    Session, asyncio.Future[bool], list[OutputEvent], list[OutputEvent], asyncio.Future[bool]
+]
+"""A session held behind its earlier batch (that batch's future): its first and later
+outputs and the future of this batch's own."""
 
 
 def _resolve(state: PartitionState, session: Session, done: asyncio.Future[bool], ok: bool) -> None:
@@ -488,16 +495,8 @@ class Runtime:
         loose, groups = self._groups(outputs)
         loop = asyncio.get_running_loop()
         first: list[Sent] = []
-        free: list[tuple[Session, list[OutputEvent], asyncio.Future[bool]]] = []
-        busy: list[
-            tuple[
-                Session,
-                asyncio.Future[bool],
-                list[OutputEvent],
-                list[OutputEvent],
-                asyncio.Future[bool],
-            ]
-        ] = []
+        free: list[_Free] = []
+        busy: list[_Held] = []
         await self._send(state, loose, first)
         for session, (now, later) in groups.items():
             prior = state.tails.get(session)
@@ -514,16 +513,8 @@ class Runtime:
         self,
         state: PartitionState,
         first: list[Sent],
-        free: list[tuple[Session, list[OutputEvent], asyncio.Future[bool]]],
-        busy: list[
-            tuple[
-                Session,
-                asyncio.Future[bool],
-                list[OutputEvent],
-                list[OutputEvent],
-                asyncio.Future[bool],
-            ]
-        ],
+        free: list[_Free],
+        busy: list[_Held],
     ) -> None:
         """The part of :meth:`_deliver` that waits; never raises an ``Exception`` (a
         failure is recorded in ``state.failed``), and resolves every session's

@@ -130,9 +130,10 @@ def converse(tmp_path: Path, condenser: CondenserBase, *, failure: Exception | N
 def play(conversation: LocalConversation) -> None:
     """Play :data:`TURNS`, running the agent after each."""
     for text in TURNS:
-        # openhands types the parameters of its @observe-decorated methods as Never.
-        conversation.send_message(text)  # type: ignore[arg-type]
-        conversation.run()
+        # openhands types the parameters of its @observe-decorated methods as Never
+        # (and, in some releases, their self too).
+        conversation.send_message(text)  # type: ignore[arg-type,misc,unused-ignore]
+        conversation.run()  # type: ignore[misc,unused-ignore]
 
 
 def run(tmp_path: Path, condenser: CondenserBase) -> Run:

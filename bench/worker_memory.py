@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import tempfile
 import time
@@ -33,6 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines
 from bench.memory import _session_number as session_number
+from bench.soak import rss_mb, scrape
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.kafka_io.topics import ensure_topics
 from spanguard.streams.kafka_io.traces import murmur2_partitioner
@@ -41,27 +41,6 @@ from spanguard.streams.settings import load_settings
 
 PREFIX = "wmem"
 APP = "wmem-app"
-
-
-def rss_mb(pid: int) -> float:
-    """Resident set size of process ``pid`` in MB (``VmRSS``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The worker's unlabelled metrics (name -> value) from ``/metrics``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
-        text = answer.read().decode()
-    figures: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            name, _, value = line.rpartition(" ")
-            with contextlib.suppress(ValueError):
-                figures[name] = float(value)
-    return figures
 
 
 async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> bool:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -23,6 +23,7 @@ from pydantic_settings import (
 
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.fleet.config import FleetSettings
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.kafka_io.security import BrokerCredentials
 
 
@@ -34,7 +35,10 @@ class Settings(BaseSettings):
     )
 
     # Kafka
-    broker: str = Field("kafka://127.0.0.1:9092", description="bootstrap servers (Faust URL form)")
+    broker: str = Field(
+        "kafka://127.0.0.1:9092",
+        description="bootstrap servers: host:port[,host:port...] or kafka://host:port[;...]",
+    )
     topic_prefix: str = Field("spanguard", description="prefix of every topic name")
     partitions: int = Field(4, ge=1, description="partitions of topics spanguard creates")
     replication: int = Field(1, ge=1, description="replication factor of created topics")
@@ -44,7 +48,7 @@ class Settings(BaseSettings):
     app_id: str = Field("spanguard", description="consumer group and changelog topic prefix")
     data_dir: Path = Field(
         Path(".spanguard"),
-        description="the Faust worker's own data directory (state lives in the changelog)",
+        description="the worker's own data directory (state lives in the changelog)",
     )
     session_timeout: float = Field(
         10.0,
@@ -102,6 +106,13 @@ class Settings(BaseSettings):
         default_factory=EngineSettings,
         description="the integrity rules: secret, tolerances, severities (table below)",
     )
+
+    @field_validator("broker")
+    @classmethod
+    def _addresses(cls, broker: str) -> str:
+        """A broker list no client could read fails here, not at the first connection."""
+        bootstrap_servers(broker)
+        return broker
 
     @classmethod
     def settings_customise_sources(

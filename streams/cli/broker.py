@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.localbroker.broker import (
     DEFAULT_HOME,
     PROJECT_ROOT,

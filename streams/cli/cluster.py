@@ -19,10 +19,12 @@ from spanguard.schemas.codec import decode_output
 from spanguard.streams.cli.demo_lines import demo_line
 from spanguard.streams.cli.extras import require_worker
 from spanguard.streams.cli.summary import OutputSummary
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.kafka_io.connection import diagnose_connection, redact
+from spanguard.streams.kafka_io.outputs import read_outputs
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.security import CredentialsError, aiokafka_security
 from spanguard.streams.kafka_io.topics import ensure_topics, max_record_bytes
-from spanguard.streams.kafka_io.traces import bootstrap_servers, produce_lines, read_outputs
 from spanguard.streams.settings import Settings, load_settings
 
 _T = TypeVar("_T")

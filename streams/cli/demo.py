@@ -24,8 +24,10 @@ from spanguard.schemas.codec import decode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.cli.demo_lines import demo_line, in_wall_time
 from spanguard.streams.cli.extras import require_worker
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
+from spanguard.streams.kafka_io.outputs import OutputReader
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import ensure_topics
-from spanguard.streams.kafka_io.traces import OutputReader, bootstrap_servers, produce_lines
 from spanguard.streams.localbroker.broker import BrokerError, LocalBroker
 from spanguard.streams.settings import load_settings
 from spanguard.streams.sim.scenarios import demo_fleet

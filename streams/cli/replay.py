@@ -16,7 +16,7 @@ from spanguard.schemas import Severity
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.cli.summary import OutputSummary
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.kafka_io.traces import line_partition
+from spanguard.streams.kafka_io.keys import line_partition
 from spanguard.streams.settings import load_settings
 
 

@@ -33,6 +33,7 @@ from spanguard.streams.fleet.alerts import AlertState
 from spanguard.streams.fleet.config import alerts_endpoint
 from spanguard.streams.fleet.observations import to_datetime
 from spanguard.streams.fleet.rules import FaultCountRule, Rule
+from spanguard.streams.kafka_io.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,10 @@ def postable_alert(
     }
 
 
+POST_BACKOFF = Backoff(0.5, 8.0)
+"""Pauses between attempts to post to one Alertmanager."""
+
+
 class AlertmanagerClient:
     """POSTs postable alerts to every configured Alertmanager."""
 
@@ -131,7 +136,7 @@ class AlertmanagerClient:
         urls: Sequence[str],
         timeout: float = 5.0,
         attempts: int = 3,
-        backoff: float = 0.5,
+        backoff: Backoff = POST_BACKOFF,
         on_failure: Callable[[str], None] | None = None,
         session: Callable[[], aiohttp.ClientSession] | None = None,
     ) -> None:
@@ -168,7 +173,7 @@ class AlertmanagerClient:
                 why = redacted(str(exc)) if str(exc) else type(exc).__name__
                 log.warning("Alertmanager %s unreachable: %s", redacted(url), why)
             if attempt + 1 < self.attempts:
-                await asyncio.sleep(self.backoff * 2**attempt)
+                await asyncio.sleep(self.backoff.delay(attempt + 1))
         if self.on_failure is not None:
             self.on_failure(url)
         return False

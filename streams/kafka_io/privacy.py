@@ -360,7 +360,7 @@ async def privacy_scan(
     topic prefix and app id say where to look. Call it after a worker has processed
     ``trace_lines``; ``report.clean`` is the verdict.
     """
-    from spanguard.streams.kafka_io.traces import bootstrap_servers
+    from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 
     needles = needles_from_trace(trace_lines)
     report = PrivacyReport(needles)

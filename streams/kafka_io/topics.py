@@ -11,8 +11,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
 from spanguard.schemas import OUTPUT_SUFFIXES
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.kafka_io.security import BrokerCredentials, aiokafka_security
-from spanguard.streams.kafka_io.traces import bootstrap_servers
 
 #: Room for a record's envelope beside its value (key, headers, batch header).
 _ENVELOPE_BYTES = 64 * 1024

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
+from spanguard.streams.kafka_io.backoff import Backoff
 from spanguard.streams.localbroker.errors import BrokerError
 
 __all__ = [
@@ -415,7 +416,7 @@ def _fetch_one(
             return received.bytes
         log.warning("%s: attempt %d of %d failed: %s", jar.file_name, attempt, attempts, cause)
         if attempt < attempts and retry_delay > 0:
-            time.sleep(retry_delay * attempt)  # back off before the next attempt
+            time.sleep(Backoff(retry_delay, 8 * retry_delay).delay(attempt))
     kept = part.stat().st_size if part.exists() else 0
     resume = (
         f"; {kept} bytes are kept in {part} and the next fetch resumes from there" if kept else ""
@@ -447,7 +448,7 @@ def fetch_jars(
         base: Repository base URL (default: :func:`base_url`).
         attempts: Tries per jar on network failures; each resumes what the last one got.
         timeout: Socket timeout of each request, in seconds.
-        retry_delay: Seconds before the second attempt (times the attempt number after).
+        retry_delay: Seconds before the second attempt, doubling after each next failure.
         verify: Check every present jar's sha256 even when the directory is marked complete
             (e.g. one copied from another machine); still no request when all match.
         on_download: Called with each jar downloaded and the bytes received for it.

@@ -21,7 +21,9 @@ from pydantic import ValidationError
 
 from spanguard.schemas import FleetAlert, InputEvent
 from spanguard.schemas.codec import decode_output
-from spanguard.streams.kafka_io.traces import bootstrap_servers, murmur2_partitioner
+from spanguard.streams.kafka_io.backoff import Backoff
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
+from spanguard.streams.kafka_io.producer import murmur2_partitioner
 from spanguard.streams.sdk.inbox import Inbox
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 #: Output topics whose records belong to a session (alerts are per tenant,
 #: dead letters are read by operators, not by a harness).
 SESSION_OUTPUTS = ("faults", "pins", "recompute", "decisions")
+READ_BACKOFF = Backoff(0.1, 5.0)
+"""Pauses of the output consumer after failed fetches (it reconnects by itself)."""
 
 
 class SpanguardUnavailable(RuntimeError):
@@ -199,13 +203,16 @@ class KafkaLink:
 
     async def _read(self) -> None:
         assert self._consumer is not None
+        failures = 0
         while True:
             try:
                 batch = await self._consumer.getmany(timeout_ms=200, max_records=2000)
             except KafkaError as exc:  # the consumer reconnects by itself; keep going
+                failures += 1
                 log.warning("spanguard output consumer: %s", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(READ_BACKOFF.delay(failures))
                 continue
+            failures = 0
             for records in batch.values():
                 for record in records:
                     self.records_read += 1

@@ -10,8 +10,8 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from bench.fuzz import garbage_mix
+from spanguard.streams.kafka_io.keys import session_key
 from spanguard.streams.kafka_io.partitioning import partition_for
-from spanguard.streams.kafka_io.traces import session_key
 from spanguard.streams.localbroker.broker import LocalBroker, free_ports
 from spanguard.streams.sim.scenarios import broken, demo_fleet
 from tests.pipeline import Pipeline, has_ids, identities, identity, replay_outputs

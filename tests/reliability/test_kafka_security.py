@@ -19,6 +19,8 @@ from typer.testing import CliRunner
 
 from spanguard.streams.cli.main import app
 from spanguard.streams.kafka_io.connection import diagnose_connection
+from spanguard.streams.kafka_io.outputs import OutputReader, OutputRecord
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.security import (
     BrokerCredentials,
     CredentialsError,
@@ -26,7 +28,6 @@ from spanguard.streams.kafka_io.security import (
     describe_security,
 )
 from spanguard.streams.kafka_io.topics import ensure_topics
-from spanguard.streams.kafka_io.traces import OutputReader, OutputRecord, produce_lines
 from spanguard.streams.localbroker.certs import make_test_certificates
 from spanguard.streams.settings import Settings, load_settings
 from tests.reliability.secure_broker import SecureBroker

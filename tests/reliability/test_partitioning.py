@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spanguard.streams.kafka_io.keys import session_key
 from spanguard.streams.kafka_io.partitioning import murmur2, partition_for
-from spanguard.streams.kafka_io.traces import session_key
 
 # Utils.murmur2 values from Kafka's own UtilsTest and from running
 # org.apache.kafka.common.utils.Utils (kafka-clients 4.1.1) on these keys.

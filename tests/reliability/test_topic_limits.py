@@ -13,6 +13,7 @@ from spanguard.schemas import EventRejected, RejectReason
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import (
     contract_topics,
     create_topics,
@@ -20,7 +21,6 @@ from spanguard.streams.kafka_io.topics import (
     max_record_bytes,
     topic_config,
 )
-from spanguard.streams.kafka_io.traces import produce_lines
 from spanguard.streams.settings import Settings
 from tests.reliability.secure_broker import SecureBroker
 

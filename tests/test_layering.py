@@ -102,3 +102,55 @@ def test_the_checks_see_a_forbidden_import_and_a_circle(tmp_path: Path) -> None:
         ["kafka_io", "settings", "kafka_io"],
         ["settings", "kafka_io", "settings"],
     ]
+
+
+def _module(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def module_imports(root: Path = STREAMS) -> dict[str, set[str]]:
+    """Module -> the other modules of ``spanguard.streams`` it imports, anywhere in it
+    (``TYPE_CHECKING`` blocks and lazy imports included: a circle of annotations is a
+    circle of design, even when Python does not trip on it)."""
+    modules = {_module(path, root) for path in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        name = _module(path, root)
+        for imported in _imported(path):
+            parts = imported.split(".")
+            target = ".".join(parts[2:])
+            if parts[:2] == ["spanguard", "streams"] and target in modules and target != name:
+                edges.setdefault(name, set()).add(target)
+    return edges
+
+
+def test_the_modules_form_no_circle() -> None:
+    assert circles(module_imports()) == []
+
+
+def test_the_check_sees_a_circle_of_modules_through_annotations(tmp_path: Path) -> None:
+    # The worker's old wiring: the fleet needed the topology (for its type), the
+    # topology the fleet, and the web both.
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "fleet.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from spanguard.streams.app.topology import Topology\n"
+        "def install():\n"
+        "    from spanguard.streams.app.web import install_web\n"
+    )
+    (tmp_path / "app" / "topology.py").write_text("from spanguard.streams.app.fleet import x\n")
+    (tmp_path / "app" / "web.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from spanguard.streams.app.topology import Topology\n"
+    )
+    edges = module_imports(tmp_path)
+    assert edges == {
+        "app.fleet": {"app.topology", "app.web"},
+        "app.topology": {"app.fleet"},
+        "app.web": {"app.topology"},
+    }
+    assert ["app.fleet", "app.topology", "app.fleet"] in circles(edges)
+    assert ["app.web", "app.topology", "app.fleet", "app.web"] in circles(edges)

@@ -1,4 +1,5 @@
-"""Fleet monitoring in the worker: ``install_fleet(topology)``.
+"""Fleet monitoring in the worker: :func:`build_fleet` makes its parts from the settings
+and the runtime, :mod:`spanguard.streams.app.topology` wires them into the app.
 
 What it adds (docs/monitoring.md, "How it works"):
 
@@ -8,15 +9,15 @@ What it adds (docs/monitoring.md, "How it works"):
   checkpoint one partial count per tenant, which the runtime writes to
   ``<prefix>.fleet`` in the checkpoint's transaction;
 * the aggregator (:class:`~spanguard.streams.fleet.aggregator.FleetAggregator`), a
-  service of the app with its own transport: consumer group ``<app_id>-fleet``
+  partition owner like the data path, with its own transport: consumer group ``<app_id>-fleet``
   on ``<prefix>.fleet`` (read committed), state changelog
   ``<app_id>-fleet-state``; it sums the partials of the tenants of its
   partitions, evaluates the rules, and writes ``fleet.alert`` records to
   ``<prefix>.alerts`` in its own transactions (then to Alertmanager);
 * heartbeats on ``<prefix>.workers`` (:mod:`spanguard.streams.fleet.membership`): how
   ``/fleet`` and the session inspector find the other workers;
-* timer ``fleet-tick``: the active-alert and lag gauges, Alertmanager renewals;
-* the web views of :mod:`spanguard.streams.app.web` when the web server is enabled.
+* :meth:`Fleet.tick`, the ``fleet-tick`` timer's work: the active-alert and lag
+  gauges, Alertmanager renewals.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import aiohttp
 from mode import Service
 
 from spanguard.schemas import FaultKind, FleetAlert, Severity
 from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.engine import Engine
 from spanguard.streams.fleet.aggregator import FleetAggregator
 from spanguard.streams.fleet.alertmanager import AlertmanagerClient, AlertmanagerNotifier, Links
 from spanguard.streams.fleet.combiner import (
@@ -50,16 +53,14 @@ from spanguard.streams.fleet.otel import OtlpExport
 from spanguard.streams.fleet.recent import RecentRecords
 from spanguard.streams.fleet.rules import Rule, load_rules
 from spanguard.streams.fleet.session_view import session_view
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.kafka_io.security import aiokafka_security
-from spanguard.streams.kafka_io.traces import bootstrap_servers
 from spanguard.streams.runtime.config import RuntimeConfig
 from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.runtime.owner import OwnerConfig
+from spanguard.streams.runtime.runtime import Runtime
+from spanguard.streams.settings import Settings
 from spanguard.streams.version import build_version
-
-if TYPE_CHECKING:
-    from spanguard.streams.app.topology import Topology
-    from spanguard.streams.engine.engine import Engine
-    from spanguard.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -69,43 +70,15 @@ WORKERS_SUFFIX = "workers"
 """``<prefix>.workers``: the heartbeats of the workers' web servers."""
 FLEET_SESSION_TIMEOUT = 15.0
 """Least session timeout of the aggregators' consumer group, seconds."""
-START_RETRY = 1.0
-"""Seconds between attempts to join the aggregator's group at start."""
 
 
 @dataclass
-class Fleet:
-    """Everything fleet monitoring added to one worker (for the views and tests)."""
+class Alerting:
+    """What follows the alerts the aggregator committed: metrics, log, Alertmanager."""
 
-    settings: FleetSettings
-    topology: Topology
-    rules: list[Rule]
     metrics: FleetMetrics
     evaluator: FleetEvaluator
-    combiner: FleetCombiner
-    recent: RecentRecords
-    aggregator: FleetAggregator
-    members: Members
     alertmanager: AlertmanagerNotifier | None = None
-    otlp: OtlpExport | None = None
-
-    def session(self, tenant: str, session_id: str) -> dict[str, Any] | None:
-        """The inspector's view of a session this worker processes, or None."""
-        runtime = self.topology.runtime
-        return session_view(
-            tenant,
-            session_id,
-            runtime.session(tenant, session_id),
-            self.recent.get(tenant, session_id),
-            closed=any((tenant, session_id) in e.stats.closed_sessions for e in runtime.engines()),
-        )
-
-    def local_view(
-        self, windows: int = 1, allowed: Callable[[str], bool] | None = None
-    ) -> dict[str, Any]:
-        """This worker's part of ``/fleet`` (each tenant's newest ``windows`` windows;
-        only the tenants ``allowed``, all by default)."""
-        return local_view(self.evaluator, windows, allowed)
 
     def on_alerts(self, alerts: list[FleetAlert]) -> None:
         """Alerts the aggregator committed: count, log, post to Alertmanager."""
@@ -126,15 +99,61 @@ class Fleet:
             self.alertmanager.submit(changed, time.time())
 
     def tick(self, now: float) -> None:
-        """The timer's work: gauges and Alertmanager renewals."""
+        """The gauges of active alerts and the Alertmanager renewals."""
         active = self.evaluator.active_alerts()
         self.metrics.set_active_alerts((a.rule, a.severity.value) for _, a in active)
         if self.alertmanager is not None:
             self.alertmanager.renew(active, now)
 
+
+@dataclass
+class Fleet:
+    """Everything fleet monitoring added to one worker (for the views and tests)."""
+
+    settings: FleetSettings
+    runtime: Runtime
+    rules: list[Rule]
+    metrics: FleetMetrics
+    evaluator: FleetEvaluator
+    combiner: FleetCombiner
+    recent: RecentRecords
+    aggregator: FleetAggregator
+    transport: KafkaTransport
+    """The aggregator's (consumer group ``<app_id>-fleet``)."""
+    members: Members
+    alerting: Alerting
+    http: Callable[[], aiohttp.ClientSession]
+    """The worker's HTTP client (Alertmanager, the other workers' views)."""
+    membership: MembershipService | None = None
+    otlp: OtlpExport | None = None
+
+    def session(self, tenant: str, session_id: str) -> dict[str, Any] | None:
+        """The inspector's view of a session this worker processes, or None."""
+        runtime = self.runtime
+        return session_view(
+            tenant,
+            session_id,
+            runtime.session(tenant, session_id),
+            self.recent.get(tenant, session_id),
+            closed=any((tenant, session_id) in e.stats.closed_sessions for e in runtime.engines()),
+        )
+
+    def local_view(
+        self, windows: int = 1, allowed: Callable[[str], bool] | None = None
+    ) -> dict[str, Any]:
+        """This worker's part of ``/fleet`` (each tenant's newest ``windows`` windows;
+        only the tenants ``allowed``, all by default)."""
+        return local_view(self.evaluator, windows, allowed)
+
+    async def tick(self) -> None:
+        """The ``fleet-tick`` timer's work: gauges, Alertmanager renewals, lag."""
+        with counted_crash(self.metrics, "fleet-tick"):
+            self.alerting.tick(time.time())
+            self.metrics.set_consumer_lag(await self.consumer_lag())
+
     async def consumer_lag(self) -> dict[int, int]:
         """Records behind the broker's log end, per owned partition of ``<prefix>.events``."""
-        runtime = self.topology.runtime
+        runtime = self.runtime
         lag: dict[int, int] = {}
         positions = runtime.positions()
         answers = await asyncio.gather(
@@ -147,56 +166,26 @@ class Fleet:
         return lag
 
 
-class FleetService(Service):
-    """Runs the aggregator (and the heartbeats) inside the Faust app."""
+class FleetClients(Service):
+    """The fleet's clients that live as long as the app: the heartbeats, and on the way
+    out the Alertmanager session and the OTLP exporter."""
 
-    def __init__(
-        self,
-        fleet: Fleet,
-        transport: KafkaTransport,
-        membership: MembershipService | None,
-        tick_seconds: float,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, fleet: Fleet, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.fleet = fleet
-        self.transport = transport
-        self.membership = membership
-        self.tick_seconds = tick_seconds
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     async def on_start(self) -> None:
-        if self.membership is not None:
-            self.membership.start()
-        self._task = asyncio.ensure_future(self._run())
-
-    async def _run(self) -> None:
-        aggregator = self.fleet.aggregator
-        with counted_crash(self.fleet.metrics, "fleet-aggregate"):
-            # <prefix>.fleet is created by the data path's transport: wait for it.
-            while not self._stopping.is_set():
-                try:
-                    await self.transport.start(aggregator.assign, aggregator.revoke)
-                    break
-                except Exception as exc:
-                    log.info("fleet: aggregator not started yet (%r); retrying", exc)
-                    await asyncio.sleep(START_RETRY)
-            await aggregator.run(self._stopping, self.tick_seconds)
+        if self.fleet.membership is not None:
+            self.fleet.membership.start()
 
     async def on_stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._task), 8.0)
-            self._task.cancel()
-        await self.transport.stop()
-        if self.membership is not None:
-            await self.membership.stop()
-        if self.fleet.alertmanager is not None:
-            await self.fleet.alertmanager.close()
-        if self.fleet.otlp is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.fleet.otlp.shutdown)
+        fleet = self.fleet
+        if fleet.membership is not None:
+            await fleet.membership.stop()
+        if fleet.alerting.alertmanager is not None:
+            await fleet.alerting.alertmanager.close()
+        if fleet.otlp is not None:
+            await asyncio.get_running_loop().run_in_executor(None, fleet.otlp.shutdown)
 
 
 @contextlib.contextmanager
@@ -222,20 +211,15 @@ def _severities(settings: EngineSettings) -> dict[FaultKind, Severity]:
     return {kind: settings.severity(kind) for kind in FaultKind}
 
 
-def install_fleet(
-    topology: Topology, settings: FleetSettings | None = None, rules: list[Rule] | None = None
+def build_fleet(
+    conf: Settings, runtime: Runtime, http: Callable[[], aiohttp.ClientSession]
 ) -> Fleet:
-    """Add fleet monitoring to the topology (call before the worker starts).
-
-    ``settings`` default to ``topology.settings.fleet``, ``rules`` to the rules
-    file they name (or the built-in rules). Raises
+    """Make fleet monitoring's parts and install its hooks in ``runtime`` (before the
+    worker starts); ``http`` is the worker's HTTP client. Raises
     :class:`~spanguard.streams.fleet.rules.RuleError` on an invalid rules file.
     """
-    conf = topology.settings
-    fleet_settings = settings or FleetSettings.from_settings(conf)
-    fleet_rules = rules if rules is not None else load_rules(fleet_settings.rules_file)
-    app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
-    runtime = topology.runtime
+    fleet_settings = FleetSettings.from_settings(conf)
+    fleet_rules = load_rules(fleet_settings.rules_file)
     metrics = FleetMetrics(
         fleet_settings.max_tenant_labels,
         engine_figures(runtime.engines),
@@ -259,6 +243,22 @@ def install_fleet(
     )
     combiner.expiries = partition_expiries(engine_of)
     evaluator = FleetEvaluator(fleet_settings, fleet_rules)
+    notifier = None
+    if fleet_settings.alertmanager_urls:
+        client = AlertmanagerClient(
+            fleet_settings.alertmanager_urls,
+            timeout=fleet_settings.alertmanager_timeout_seconds,
+            attempts=fleet_settings.alertmanager_attempts,
+            on_failure=lambda _url: metrics.send_failed("alertmanager"),
+            session=http,  # the worker's client, closed with the worker
+        )
+        notifier = AlertmanagerNotifier(
+            client,
+            fleet_rules,
+            fleet_settings.alertmanager_resend_seconds,
+            Links(fleet_settings.external_url),
+        )
+    alerting = Alerting(metrics, evaluator, notifier)
     state_topic = f"{conf.app_id}-fleet-state"
     security = aiokafka_security(conf.broker_credentials)  # as the data path's clients
     transport = KafkaTransport(
@@ -277,30 +277,15 @@ def install_fleet(
         session_timeout=max(conf.session_timeout, FLEET_SESSION_TIMEOUT),
         client_options=security,
     )
-    holder: list[Fleet] = []
     aggregator = FleetAggregator(
         transport,
         evaluator,
         alerts_topic=conf.topic("alerts"),
         state_topic=state_topic,
-        on_alerts=lambda alerts: holder[0].on_alerts(alerts),
-        io_timeout=conf.io_timeout,
+        config=OwnerConfig("fleet", poll_timeout=0.2, io_timeout=conf.io_timeout),
+        tick_seconds=fleet_settings.tick_seconds,
+        on_alerts=alerting.on_alerts,
     )
-    notifier = None
-    if fleet_settings.alertmanager_urls:
-        client = AlertmanagerClient(
-            fleet_settings.alertmanager_urls,
-            timeout=fleet_settings.alertmanager_timeout_seconds,
-            attempts=fleet_settings.alertmanager_attempts,
-            on_failure=lambda _url: metrics.send_failed("alertmanager"),
-            session=lambda: app.http_client,  # Faust's client, closed with the worker
-        )
-        notifier = AlertmanagerNotifier(
-            client,
-            fleet_rules,
-            fleet_settings.alertmanager_resend_seconds,
-            Links(fleet_settings.external_url),
-        )
     otlp = None
     if fleet_settings.otlp_endpoint:
         otlp = OtlpExport(
@@ -311,27 +296,6 @@ def install_fleet(
         )
         combiner.export = otlp.export
     members = Members(advertised_url(conf), fleet_settings.tick_seconds)
-    fleet = Fleet(
-        settings=fleet_settings,
-        topology=topology,
-        rules=fleet_rules,
-        metrics=metrics,
-        evaluator=evaluator,
-        combiner=combiner,
-        recent=recent,
-        aggregator=aggregator,
-        members=members,
-        alertmanager=notifier,
-        otlp=otlp,
-    )
-    holder.append(fleet)
-    runtime.set_fleet_hook(combiner)  # FLEET HOOK
-    runtime.on_batch = combiner.batch
-    runtime.on_failure = lambda what: (
-        metrics.send_failed("kafka_outputs")
-        if what == "send"
-        else metrics.agent_crashed("data-path")
-    )
     membership = None
     if conf.web_enabled:
         membership = MembershipService(
@@ -342,27 +306,26 @@ def install_fleet(
             client_options=security,
             replication=conf.replication,
         )
-    app.add_dependency(
-        FleetService(
-            fleet,
-            transport,
-            membership,
-            fleet_settings.tick_seconds,
-            loop=app.loop,
-            beacon=app.beacon,
-        )
+    runtime.set_fleet_hook(combiner)
+    runtime.on_batch = combiner.batch
+    runtime.on_failure = lambda what: (
+        metrics.send_failed("kafka_outputs")
+        if what == "send"
+        else metrics.agent_crashed("data-path")
     )
-
-    async def tick() -> None:
-        with counted_crash(metrics, "fleet-tick"):
-            fleet.tick(time.time())
-            metrics.set_consumer_lag(await fleet.consumer_lag())
-
-    # Registered by call rather than as a decorator: Faust's decorators are untyped.
-    app.timer(fleet_settings.tick_seconds, name="fleet-tick")(tick)
-
-    if conf.web_enabled:
-        from spanguard.streams.app.web import install_web
-
-        install_web(topology, fleet)
-    return fleet
+    return Fleet(
+        settings=fleet_settings,
+        runtime=runtime,
+        rules=fleet_rules,
+        metrics=metrics,
+        evaluator=evaluator,
+        combiner=combiner,
+        recent=recent,
+        aggregator=aggregator,
+        transport=transport,
+        members=members,
+        alerting=alerting,
+        http=http,
+        membership=membership,
+        otlp=otlp,
+    )

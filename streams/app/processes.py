@@ -7,33 +7,45 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spanguard.streams.localbroker.broker import die_with_parent
 from spanguard.streams.settings import Settings
 
-READY = b"Worker]: Ready"
+DEFAULT_WEB_PORT = 6066
+READY_LINE = "spanguard: ready"
+"""What a worker logs once its data path's first assignment is open (restored and
+sought): how a supervisor whose workers serve no ``/readyz`` knows they are ready."""
 
 
 @dataclass
 class WorkerProcess:
-    """One worker subprocess, its log and its ack journal (if configured)."""
+    """One worker subprocess (or a ``--processes`` supervisor), its log and its ack
+    journal (if configured)."""
 
     name: str
     process: subprocess.Popen[bytes]
     log: Path
     journal: Path | None = None
+    ready_urls: list[str] = field(default_factory=list)
+    """The ``/readyz`` of each of its worker processes (none: their web is off)."""
+    processes: int = 1
 
     def log_text(self) -> str:
         """The worker's log so far."""
         return self.log.read_text(errors="replace")
 
     def wait_ready(self, timeout: float = 90.0) -> None:
-        """Block until the worker logged that it is ready; raise with its log otherwise."""
+        """Block until every worker process is ready by the data path's own state: its
+        ``/readyz`` answers 200, or, with the web server off, it logged that its first
+        assignment is open. Raise with the log otherwise."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if READY in self.log.read_bytes():
+            if self._ready():
                 return
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker {self.name} exited:\n{self.log_text()[-4000:]}")
@@ -41,6 +53,11 @@ class WorkerProcess:
         raise RuntimeError(
             f"worker {self.name} not ready in {timeout}s:\n{self.log_text()[-4000:]}"
         )
+
+    def _ready(self) -> bool:
+        if self.ready_urls:
+            return all(_answers_ok(url) for url in self.ready_urls)
+        return self.log.read_bytes().count(READY_LINE.encode()) >= self.processes
 
     def kill(self) -> None:
         """SIGKILL: no goodbye, no offset commit, no flush."""
@@ -120,4 +137,31 @@ def spawn_worker(
         cwd=cwd,
     )
     handle.close()
-    return WorkerProcess(name, process, log, journal)
+    processes = _processes(args)
+    return WorkerProcess(
+        name, process, log, journal, _ready_urls({**os.environ, **env}, processes), processes
+    )
+
+
+def _processes(args: Sequence[str]) -> int:
+    """How many worker processes ``worker args`` runs (``--processes N``)."""
+    if "--processes" in args:
+        return int(args[list(args).index("--processes") + 1])
+    return 1
+
+
+def _ready_urls(env: Mapping[str, str], processes: int) -> list[str]:
+    """The ``/readyz`` URLs of the worker processes that ``env`` configures (process
+    ``i`` serves on ``web_port + i``); none when their web server is off."""
+    if env.get("SPANGUARD_WEB_ENABLED", "true").lower() in ("false", "0", "no", "off"):
+        return []
+    port = int(env.get("SPANGUARD_WEB_PORT", DEFAULT_WEB_PORT))
+    return [f"http://127.0.0.1:{port + i}/readyz" for i in range(processes)]
+
+
+def _answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):  # not listening yet, or 503: not ready
+        return False

@@ -10,6 +10,9 @@
 | ``GET /healthz`` | the process answers | open |
 | ``GET /readyz`` | 200 while the data path makes progress, else 503 with the reason | open |
 
+``/healthz`` and ``/readyz`` are served whenever the web server is; the other routes
+come with fleet monitoring.
+
 With ``api_token`` (or fleet ``api_tokens``) set, "token" routes want
 ``Authorization: Bearer <token>`` (401 otherwise); a token scoped to tenants
 reads only theirs (403 for another tenant's session or ``?tenant=``; ``/fleet``
@@ -32,6 +35,7 @@ from urllib.parse import quote
 
 import aiohttp
 import faust
+from pydantic import SecretStr
 from yarl import URL
 
 from spanguard.streams.fleet.aggregates import OUTCOMES
@@ -41,7 +45,9 @@ from spanguard.streams.fleet.session_view import merge_session_views
 
 if TYPE_CHECKING:
     from spanguard.streams.app.fleet import Fleet
-    from spanguard.streams.app.topology import Topology
+
+Health = Callable[[], tuple[bool, str]]
+"""The data path's readiness: (ready, the reason when not)."""
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +61,26 @@ def dashboard_html() -> bytes:
     return resources.files("spanguard.streams.fleet").joinpath("static/dashboard.html").read_bytes()
 
 
-def install_web(topology: Topology, fleet: Fleet) -> None:
-    """Register the API and the dashboard on the topology's app."""
-    app: Any = topology.app  # Faust's decorators are loosely typed; keep them Any here
-    authorizer = Authorizer(topology.settings.api_token, fleet.settings.api_tokens)
+def install_health(app: Any, health: Health) -> None:
+    """Register ``/healthz`` and ``/readyz`` on the Faust ``app``."""
+
+    class Healthz(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            return self.json({"status": "ok"})
+
+    class Readyz(faust.web.View):
+        async def get(self, request: Any) -> Any:
+            ready, reason = health()
+            return self.json({"ready": ready, "reason": reason}, status=200 if ready else 503)
+
+    app.page("/healthz")(Healthz)
+    app.page("/readyz")(Readyz)
+
+
+def install_web(app: Any, api_token: SecretStr | None, fleet: Fleet) -> None:
+    """Register the API and the dashboard on the Faust ``app`` (``api_token``: the
+    deployment's admin token, beside the fleet's scoped tokens)."""
+    authorizer = Authorizer(api_token, fleet.settings.api_tokens)
     page = dashboard_html()
 
     def scope_of(view: Any, request: Any) -> tuple[Scope | None, Any | None]:
@@ -144,22 +166,11 @@ def install_web(topology: Topology, fleet: Fleet) -> None:
                 return forbidden(self, "this tenant's sessions")
             return await session_view(self, request, tenant, session_id)
 
-    class Healthz(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            return self.json({"status": "ok"})
-
-    class Readyz(faust.web.View):
-        async def get(self, request: Any) -> Any:
-            ready, reason = fleet.topology.runtime.health()
-            return self.json({"ready": ready, "reason": reason}, status=200 if ready else 503)
-
     app.page("/")(Dashboard)
     app.page("/metrics")(Metrics)
     app.page("/fleet")(FleetAll)
     app.page("/fleet/local")(FleetLocal)
     app.page("/sessions/{tenant}/{session_id}")(Session)
-    app.page("/healthz")(Healthz)
-    app.page("/readyz")(Readyz)
 
 
 def _no_store() -> dict[str, str]:
@@ -225,7 +236,6 @@ async def _ask_peers(
     """GET ``address(peer)`` of every other live worker, in parallel, with the caller's
     token (each peer filters to the same scope): each answer's JSON object, or None
     when the peer answers otherwise than 200 or not in time."""
-    app = fleet.topology.app
     headers = {}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
@@ -233,9 +243,7 @@ async def _ask_peers(
 
     async def ask(url: URL) -> dict[str, Any] | None:
         try:
-            async with app.http_client.get(
-                address(url), headers=headers, timeout=timeout
-            ) as response:
+            async with fleet.http().get(address(url), headers=headers, timeout=timeout) as response:
                 if response.status != 200:
                     return None
                 data = await response.json()

@@ -17,7 +17,9 @@ and the aggregator that owns it
    was sent commits with it;
 3. after the commit hands the alerts to ``on_alerts`` (metrics, Alertmanager).
 
-A new owner fences the previous one (aborting its open transaction), loads the
+Owning the partitions (fence, restore outside the rebalance callback, reset with
+back-off, ``max_failures``, close) is the loop the data path runs too,
+:class:`~spanguard.streams.runtime.owner.PartitionOwner`: a new owner loads the
 partition's tenants from the state changelog and resumes at the committed
 position. A timer (:meth:`tick`) closes the windows of tenants that went
 silent (wall clock), which resolves their alerts.
@@ -26,12 +28,11 @@ silent (wall clock), which resolves their alerts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -39,12 +40,11 @@ from spanguard.schemas import FleetAlert
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.fleet.combiner import Partial
 from spanguard.streams.fleet.evaluator import FleetEvaluator, Outcome
-from spanguard.streams.runtime.errors import FencedError, retry_until_done
+from spanguard.streams.runtime.owner import Owned, OwnerConfig, PartitionOwner
 from spanguard.streams.runtime.ports import Ack, PartitionWriter, Transport
-from spanguard.streams.runtime.records import InputRecord, OutRecord, latest_per_key
+from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 TENANT_KEY = b"T\x1f"
 WINDOW_KEY = b"W\x1f"
@@ -80,13 +80,9 @@ def parse_state(
 
 
 @dataclass
-class _Owned:
-    """One owned partition of ``<prefix>.fleet``."""
+class _Owned(Owned):
+    """One owned partition of ``<prefix>.fleet``: its tenants and what changed."""
 
-    partition: int
-    writer: PartitionWriter
-    next_offset: int
-    committed: int
     tenants: set[str] = field(default_factory=set)
     stored: dict[str, set[float]] = field(default_factory=dict)
     """Window starts of each tenant present in the state changelog."""
@@ -99,7 +95,7 @@ class _Owned:
         return bool(self.dirty or self.alerts or self.next_offset != self.committed)
 
 
-class FleetAggregator:
+class FleetAggregator(PartitionOwner[_Owned]):
     """Owns partitions of ``<prefix>.fleet`` and the alerting of their tenants."""
 
     def __init__(
@@ -109,110 +105,67 @@ class FleetAggregator:
         *,
         alerts_topic: str,
         state_topic: str,
+        config: OwnerConfig | None = None,
+        tick_seconds: float = 2.0,
         on_alerts: Callable[[list[FleetAlert]], None] | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        io_timeout: float = 30.0,
-        retry_backoff: tuple[float, float] = (0.1, 5.0),
     ) -> None:
-        """``state_topic`` must be the changelog topic ``transport`` reads."""
-        self.transport = transport
+        """``state_topic`` must be the changelog topic ``transport`` reads; ``config``
+        defaults to a 0.2 s poll; :meth:`cycle` ticks every ``tick_seconds``."""
+        super().__init__(transport, config or OwnerConfig("fleet", poll_timeout=0.2), sleep=sleep)
         self.evaluator = evaluator
         self.alerts_topic = alerts_topic
         self.state_topic = state_topic
+        self.tick_seconds = tick_seconds
         self.on_alerts = on_alerts
-        self.parts: dict[int, _Owned] = {}
         self.unreadable = 0
         """Records of ``<prefix>.fleet`` that were not partials (skipped)."""
         self._clock = clock
-        self._sleep = sleep
-        self._io_timeout = io_timeout
-        self._backoff = retry_backoff
-        self._lock = asyncio.Lock()
-        self.generation = 0
-        """Bumped by every assignment change (a poll that spans one is redone)."""
-
-    # -- assignment ----------------------------------------------------------
-
-    async def assign(self, partitions: Iterable[int]) -> None:
-        """Take these partitions (fence, load their tenants, seek to the committed position)."""
-        async with self._lock:
-            self.generation += 1
-            for p in sorted(set(partitions) - set(self.parts)):
-                await self._open_until_ready(p)
-
-    async def revoke(self, partitions: Iterable[int]) -> None:
-        """Checkpoint and give up these partitions; forget their tenants."""
-        async with self._lock:
-            self.generation += 1
-            for p in sorted(partitions):
-                part = self.parts.get(p)
-                if part is None:
-                    continue
-                with contextlib.suppress(Exception):  # the next owner redoes it
-                    await self._checkpoint(part)
-                await self._release(part)
+        self._last_tick = time.monotonic()
 
     def owned_tenants(self) -> set[str]:
         """Tenants whose partition this aggregator owns."""
         return {t for part in self.parts.values() for t in part.tenants}
 
-    async def _open_until_ready(self, partition: int) -> None:
-        self.parts[partition] = await retry_until_done(
-            lambda: self._open(partition),
-            f"fleet: opening partition {partition}",
-            self._backoff,
-            self._sleep,
-        )
+    # -- the ownership loop's hooks ------------------------------------------------
 
-    async def _open(self, partition: int) -> _Owned:
-        writer = await self._io(self.transport.open_partition(partition))
-        try:
-            records = await self._io(self.transport.read_changelog(partition), restore=True)
-            committed = await self._io(self.transport.committed(partition)) or 0
-        except BaseException:
-            await writer.close()
-            raise
-        tenants, windows = parse_state(latest_per_key(records))
+    def _load(
+        self,
+        partition: int,
+        writer: PartitionWriter,
+        records: list[tuple[bytes, bytes]],
+        committed: int,
+    ) -> tuple[_Owned, str]:
+        tenants, windows = parse_state(records)
         loaded = self.evaluator.load(tenants, windows, self._clock())
         part = _Owned(partition, writer, committed, committed, tenants=set(loaded))
         for tenant, start, _ in windows:
             part.stored.setdefault(tenant, set()).add(start)
-        self.transport.seek(partition, committed)
-        log.info(
-            "fleet: partition %d: %d tenant(s) restored, resuming at offset %d",
-            partition,
-            len(loaded),
-            committed,
-        )
-        return part
+        return part, f"{len(loaded)} tenant(s)"
 
-    async def _release(self, part: _Owned) -> None:
-        self.parts.pop(part.partition, None)
-        self.evaluator.drop(part.tenants)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(part.writer.close(), self._io_timeout)
+    def _forget(self, state: _Owned) -> None:
+        self.evaluator.drop(state.tenants)
+
+    async def _apply(self, batch: dict[int, list[InputRecord]], started: float) -> int:
+        """Merge what came, checkpoint every changed partition."""
+        merged = 0
+        now = self._clock()
+        for p, records in sorted(batch.items()):
+            part = self.parts.get(p)
+            if part is not None:
+                merged += self._merge(part, records, now)
+        await self._checkpoint_changed()
+        return merged
 
     # -- processing ----------------------------------------------------------
 
-    async def step(self, max_records: int = 500, timeout: float = 0.2) -> int:
-        """Poll once, merge what came, checkpoint every changed partition."""
-        generation = self.generation
-        batch = await self.transport.poll(max_records, timeout)
-        async with self._lock:
-            if generation != self.generation:
-                # Fetched across a rebalance: positions may have moved under it.
-                for p, owned in self.parts.items():
-                    self.transport.seek(p, owned.next_offset)
-                return 0
-            merged = 0
-            now = self._clock()
-            for p, records in sorted(batch.items()):
-                part = self.parts.get(p)
-                if part is not None:
-                    merged += self._merge(part, records, now)
-            await self._checkpoint_changed()
-            return merged
+    async def cycle(self) -> None:
+        """A step, and a tick when ``tick_seconds`` have passed since the last."""
+        await self.step()
+        if time.monotonic() - self._last_tick >= self.tick_seconds:
+            self._last_tick = time.monotonic()
+            await self.tick()
 
     async def tick(self) -> int:
         """Close the windows of tenants silent for ``idle_seconds`` (wall clock);
@@ -227,20 +180,6 @@ class FleetAggregator:
                     self._collect(part, outcome)
             await self._checkpoint_changed()
             return produced
-
-    async def run(self, stopping: asyncio.Event, tick_seconds: float = 2.0) -> None:
-        """Merge and tick until ``stopping`` is set, then checkpoint and release."""
-        last_tick = time.monotonic()
-        while not stopping.is_set():
-            try:
-                await self.step()
-                if time.monotonic() - last_tick >= tick_seconds:
-                    last_tick = time.monotonic()
-                    await self.tick()
-            except Exception:
-                log.exception("fleet: aggregation step failed; retrying")
-                await self._sleep(self._backoff[0])
-        await self.close()
 
     def _merge(self, part: _Owned, records: list[InputRecord], now: float) -> int:
         merged = 0
@@ -271,7 +210,7 @@ class FleetAggregator:
             try:
                 await self._checkpoint(part)
             except Exception as exc:
-                await self._reset(part, exc)
+                await self._reset(part.partition, exc)
 
     async def _checkpoint(self, part: _Owned) -> None:
         """Alerts, changed state and the input position, in one transaction; then
@@ -301,6 +240,7 @@ class FleetAggregator:
         await self._io(asyncio.gather(*acks))
         await self._io(part.writer.commit(part.next_offset))
         part.committed = part.next_offset
+        part.failures = 0
         alerts, part.alerts = part.alerts, []
         part.dirty.clear()
         if alerts and self.on_alerts is not None:
@@ -311,32 +251,3 @@ class FleetAggregator:
 
     async def _state(self, part: _Owned, key: bytes, value: bytes | None) -> Ack:
         return await part.writer.send(OutRecord(self.state_topic, key, value, part.partition))
-
-    async def _reset(self, part: _Owned, error: BaseException) -> None:
-        """Throw away what the partition did since its last checkpoint and start again
-        from there (its tenants reloaded from the state changelog)."""
-        log.warning("fleet: partition %d failed (%r); restarting it", part.partition, error)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(part.writer.abort(), self._io_timeout)
-        await self._release(part)
-        if isinstance(error, FencedError):
-            log.warning("fleet: partition %d now belongs to another worker", part.partition)
-            return
-        await self._sleep(self._backoff[0])
-        await self._open_until_ready(part.partition)
-
-    async def _io(self, awaitable: Awaitable[T], restore: bool = False) -> T:
-        timeout = self._io_timeout * (20 if restore else 1)
-        return await asyncio.wait_for(_as_coroutine(awaitable), timeout)
-
-    async def close(self) -> None:
-        """Checkpoint and release every owned partition."""
-        async with self._lock:
-            for part in list(self.parts.values()):
-                with contextlib.suppress(Exception):
-                    await self._checkpoint(part)
-                await self._release(part)
-
-
-async def _as_coroutine(awaitable: Awaitable[T]) -> T:
-    return await awaitable

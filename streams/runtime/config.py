@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from spanguard.streams.kafka_io.backoff import Backoff
+from spanguard.streams.runtime.owner import RETRY_BACKOFF
 
 
 def changelog_topic(app_id: str) -> str:
@@ -43,11 +46,10 @@ class RuntimeConfig:
     commit_every: int = 20_000
     io_timeout: float = 30.0
     """Longest wait for any broker answer before the step is failed and retried."""
-    retry_backoff: tuple[float, float] = (0.1, 5.0)
-    """First and longest pause between retries of a failed partition."""
+    retry_backoff: Backoff = RETRY_BACKOFF
+    """The pauses between retries of a failed partition."""
     max_failures: int = 8
     """Consecutive failures at the same input offset after which the partition is
     stopped (loudly, readiness goes false) instead of retried forever."""
     check_partitioning: bool = True
     """Refuse records whose key's murmur2 partition is not the one they arrived on."""
-    topic_suffixes: dict[str, str] = field(default_factory=dict)

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from spanguard.streams.kafka_io.backoff import Backoff
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -26,19 +28,18 @@ def retriable(error: BaseException) -> bool:
 async def retry_until_done(
     action: Callable[[], Awaitable[T]],
     what: str,
-    backoff: tuple[float, float],
+    backoff: Backoff,
     sleep: Callable[[float], Awaitable[None]],
 ) -> T:
-    """``await action()`` until it succeeds, doubling the pause between attempts from
-    ``backoff[0]`` up to ``backoff[1]``; a :class:`FencedError` is not retried (the
-    partition belongs to another worker now)."""
-    delay = backoff[0]
+    """``await action()`` until it succeeds, pausing ``backoff`` between attempts; a
+    :class:`FencedError` is not retried (the partition belongs to another worker now)."""
+    failures = 0
     while True:
         try:
             return await action()
         except FencedError:
             raise
         except Exception as exc:
+            failures += 1
             log.warning("%s failed (%r); retrying", what, exc)
-            await sleep(delay)
-            delay = min(max(delay, 0.01) * 2, backoff[1])
+            await sleep(backoff.delay(failures))

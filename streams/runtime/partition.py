@@ -10,36 +10,27 @@ from datetime import UTC, datetime
 
 from spanguard.schemas import OutputEvent, RejectReason
 from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.keys import session_key
 from spanguard.streams.kafka_io.partitioning import partition_for
-from spanguard.streams.kafka_io.traces import session_key
-from spanguard.streams.runtime.ports import FleetHook, PartitionWriter
+from spanguard.streams.runtime.owner import Owned
+from spanguard.streams.runtime.ports import FleetHook
 from spanguard.streams.runtime.records import InputRecord
 
 
 @dataclass
-class PartitionState:
-    """Everything the runtime keeps for one input partition it owns.
+class PartitionState(Owned):
+    """Everything the runtime keeps for one input partition it owns: beside the
+    writer and positions of every owned partition, its engine (``next_offset`` is the
+    first input offset not yet applied to it) and what is on its way to the broker."""
 
-    ``next_offset`` is the first input offset not yet applied to ``engine``;
-    ``committed`` the input position of the last committed checkpoint, whose
-    changelog the engine's state extends.
-    """
-
-    partition: int
     engine: Engine
-    writer: PartitionWriter
-    next_offset: int
-    committed: int
     input_topic: str
     partitions: int
     check_partitioning: bool
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
-    failures: int = 0
     inflight: asyncio.Task[None] | None = None
     """The checkpoint being committed in the background (at-least-once)."""
-    stopped: str | None = None
-    """Why the partition was stopped after repeated failures (None: running)."""
     deliveries: deque[asyncio.Future[None]] = field(default_factory=deque)
     """The batches whose outputs are still on their way to the broker, oldest first
     (at-least-once: the next batches are processed meanwhile)."""

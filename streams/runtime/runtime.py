@@ -37,9 +37,9 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from spanguard.schemas import (
     TOPIC_OF,
@@ -53,13 +53,12 @@ from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine
 from spanguard.streams.engine.state import SessionState
 from spanguard.streams.runtime.config import RuntimeConfig
-from spanguard.streams.runtime.errors import FencedError, retriable, retry_until_done
+from spanguard.streams.runtime.owner import OwnerConfig, PartitionOwner
 from spanguard.streams.runtime.partition import PartitionState
-from spanguard.streams.runtime.ports import Ack, FleetHook, Transport
-from spanguard.streams.runtime.records import InputRecord, OutRecord, latest_per_key
+from spanguard.streams.runtime.ports import Ack, FleetHook, PartitionWriter, Transport
+from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Session = tuple[str | None, str | None]
 Sent = tuple[OutputEvent, int, Ack]
 """An output handed to the producer, when (monotonic ns) and its acknowledgement."""
@@ -106,8 +105,9 @@ class RuntimeStats:
     last_progress: float = field(default_factory=time.monotonic)
 
 
-class Runtime:
-    """Drives one engine per owned input partition over a :class:`Transport`."""
+class Runtime(PartitionOwner[PartitionState]):
+    """Drives one engine per owned input partition over a :class:`Transport`; the
+    ownership loop (open, fence, restore, reset, close) is :class:`PartitionOwner`'s."""
 
     def __init__(
         self,
@@ -120,14 +120,22 @@ class Runtime:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        super().__init__(
+            transport,
+            OwnerConfig(
+                "spanguard",
+                batch_size=config.batch_size,
+                poll_timeout=config.poll_timeout,
+                io_timeout=config.io_timeout,
+                backoff=config.retry_backoff,
+                max_failures=config.max_failures,
+            ),
+            sleep=sleep,
+        )
         self.config = config
-        self.transport = transport
         self.engine_settings = engine_settings
         self.fleet = fleet
         self._new_engine = engine_factory or (lambda s: Engine(s, track_changes=True))
-        self.parts: dict[int, PartitionState] = {}
-        self.stopped: dict[int, str] = {}
-        """Partitions stopped after repeated failures, with the reason."""
         self.stats = RuntimeStats()
         self.on_ack: Callable[[OutputEvent, Any, int], None] | None = None
         """Called with each output, its broker acknowledgement and when it was sent
@@ -138,15 +146,7 @@ class Runtime:
         self.on_batch: Callable[[int, float], None] | None = None
         """Called after each batch with its record count and the seconds from poll
         to every output acknowledged (processing-time metrics)."""
-        self.generation = 0
-        self.assigned = asyncio.Event()
-        """Set once the first assignment is restored (the worker is then ready)."""
-        self._kept: dict[int, PartitionState] = {}
-        self._pending: set[int] = set()
-        self._lock = asyncio.Lock()
-        self._restore_lock = asyncio.Lock()
         self._clock = clock
-        self._sleep = sleep
 
     def set_fleet_hook(self, hook: FleetHook | None) -> None:
         """Install fleet monitoring's combiner (before the first assignment)."""
@@ -174,10 +174,6 @@ class Runtime:
         """Next input offset to apply, per owned partition."""
         return {p: state.next_offset for p, state in self.parts.items()}
 
-    async def lag(self) -> int:
-        """Input records waiting past this worker's positions (from the broker)."""
-        return await self.transport.lag(self.positions())
-
     def health(self, stall_after: float = 30.0) -> tuple[bool, str]:
         """(ready, reason): not ready while a partition is stopped or no checkpoint
         succeeded for ``stall_after`` seconds with input waiting."""
@@ -191,108 +187,22 @@ class Runtime:
             return False, f"no checkpoint for {idle:.0f}s with records waiting"
         return True, "ok"
 
-    # -- assignment ----------------------------------------------------------
+    # -- the ownership loop's hooks ------------------------------------------------
 
-    async def assign(self, partitions: Iterable[int]) -> None:
-        """Take the given input partitions (the rebalance's new assignment).
-
-        Only bookkeeping happens here, inside the rebalance callback: the new
-        partitions are paused and opened (fenced, restored, sought) by the next
-        :meth:`step`, while the consumer keeps heartbeating. A long restore inside
-        the callback would let the member's session expire and the group rebalance
-        again, in a loop.
-        """
-        wanted = set(partitions)
-        async with self._lock:
-            self.generation += 1
-            for p in sorted(set(self._kept) - wanted):
-                await self._release(self._kept.pop(p))
-            self._pending = wanted - set(self.parts)
-            for p in self._pending:
-                self.transport.pause(p)
-            if not self._pending:
-                self.assigned.set()
-
-    async def _open_pending(self) -> None:
-        """Open the partitions assigned since the last step, all at once."""
-        pending, self._pending = sorted(self._pending), set()
-        await asyncio.gather(*(self._take(p) for p in pending))
-        for p in pending:
-            if p in self.parts:
-                self.transport.resume(p)
-        self.assigned.set()
-
-    async def _take(self, partition: int) -> None:
-        kept = self._kept.pop(partition, None)
-        if kept is not None and await self._still_ours(kept):
-            self.transport.seek(partition, kept.next_offset)
-            self.parts[partition] = kept
-            return
-        if kept is not None:
-            await self._release(kept)
-        await self._open_until_ready(partition)
-
-    async def revoke(self, partitions: Iterable[int]) -> None:
-        """Give up the given partitions: checkpoint them so the next owner starts
-        where this worker stopped; keep their state in case they come back."""
-        async with self._lock:
-            self.generation += 1
-            self._pending.difference_update(partitions)
-            for p in sorted(partitions):
-                state = self.parts.pop(p, None)
-                self.stopped.pop(p, None)
-                if state is None:
-                    continue
-                try:
-                    await self._checkpoint(state)
-                except Exception as exc:  # the next owner redoes it from the changelog
-                    log.warning("spanguard: checkpoint of revoked partition %d failed: %r", p, exc)
-                    await self._release(state)
-                    continue
-                self._kept[p] = state
-
-    async def _still_ours(self, state: PartitionState) -> bool:
-        try:
-            committed = await self._io(self.transport.committed(state.partition))
-        except Exception:
-            return False
-        return (committed or 0) == state.committed == state.next_offset
-
-    async def _open_until_ready(self, partition: int) -> None:
-        self.parts[partition] = await retry_until_done(
-            lambda: self._open(partition),
-            f"spanguard: opening partition {partition}",
-            self.config.retry_backoff,
-            self._sleep,
-        )
-
-    async def _open(self, partition: int) -> PartitionState:
-        started = time.perf_counter()
-        writer = await self._io(self.transport.open_partition(partition))
-        try:
-            async with self._restore_lock:  # one changelog reader, one partition at a time
-                records = await self._io(self.transport.read_changelog(partition), restore=True)
-            committed = await self._io(self.transport.committed(partition)) or 0
-        except BaseException:
-            await writer.close()
-            raise
+    def _load(
+        self,
+        partition: int,
+        writer: PartitionWriter,
+        records: list[tuple[bytes, bytes]],
+        committed: int,
+    ) -> tuple[PartitionState, str]:
         engine = self._new_engine(self.engine_settings)
-        restored = engine.restore(latest_per_key(records))
+        restored = engine.restore(records)
         # Restored state lives as long as the assignment: keep it out of GC scans.
         gc.freeze()
-        self.transport.seek(partition, committed)
         self.stats.restores += 1
         self.stats.restored_sessions += restored
-        log.info(
-            "spanguard: partition %d restored: %d session(s) from %d changelog record(s) "
-            "in %.2fs, resuming at offset %d",
-            partition,
-            restored,
-            len(records),
-            time.perf_counter() - started,
-            committed,
-        )
-        return PartitionState(
+        state = PartitionState(
             partition=partition,
             engine=engine,
             writer=writer,
@@ -303,63 +213,54 @@ class Runtime:
             check_partitioning=self.config.check_partitioning,
             last_checkpoint=self._clock(),
         )
+        return state, f"{restored} session(s)"
 
-    async def _release(self, state: PartitionState) -> None:
+    def _forget(self, state: PartitionState) -> None:
         if self.fleet is not None:
             self.fleet.discard(state.partition)
-        try:
-            await asyncio.wait_for(state.writer.close(), self.config.io_timeout)
-        except Exception as exc:
-            log.warning("spanguard: closing partition %d: %r", state.partition, exc)
+
+    async def _halt(self, state: PartitionState, error: BaseException) -> None:
+        """Stop the partition's background commit and deliveries: they send nothing more."""
+        if state.failed is None:
+            state.failed = error
+        if state.inflight is not None and not state.inflight.done():
+            state.inflight.cancel()
+            with contextlib.suppress(BaseException):
+                await state.inflight
+        for delivery in state.deliveries:
+            delivery.cancel()
+        for delivery in state.deliveries:
+            with contextlib.suppress(BaseException):
+                await delivery
+        state.deliveries.clear()
+
+    def _step_failed(self) -> None:
+        self.stats.crashes += 1
+        if self.on_failure is not None:
+            self.on_failure("step")
 
     # -- processing ----------------------------------------------------------
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Process until ``stopping`` is set, then checkpoint and release everything."""
-        while not stopping.is_set():
-            try:
-                await self.step()
-            except Exception:
-                self.stats.crashes += 1
-                if self.on_failure is not None:
-                    self.on_failure("step")
-                log.exception("spanguard: processing step failed; retrying")
-                await self._sleep(self.config.retry_backoff[0])
-        await self.close()
-
-    async def step(self) -> int:
-        """Poll once, process what came, checkpoint what is due; returns records applied.
+    async def _apply(self, batch: dict[int, list[InputRecord]], started: float) -> int:
+        """Process a polled batch, checkpoint what is due; returns records applied.
 
         Under at-least-once the step does not wait for the outputs it sent: their
         acknowledgements (and the decisions that wait for them) are awaited in the
         background while the next steps poll and process (see :meth:`_deliver`)."""
-        generation = self.generation
-        batch = await self.transport.poll(self.config.batch_size, self.config.poll_timeout)
-        started = time.perf_counter()
-        async with self._lock:
-            if generation != self.generation or self._pending:
-                # Fetched before a rebalance: positions may have moved under it.
-                if self._pending:
-                    await self._open_pending()
-                for p, state in self.parts.items():
-                    self.transport.seek(p, state.next_offset)
-                return 0
-            polled_for = dict(self.parts)
-            await self._reap()
-            # A partition reset by the reap was sought back to its checkpoint: what was
-            # polled for it before comes again, and must not be applied past the gap.
-            batch = {p: rs for p, rs in batch.items() if self.parts.get(p) is polled_for.get(p)}
-            applied = await self._process(batch, started)
-            await self._reap()  # a send that failed at once resets its partition now
-            now = self._clock()
-            due = [s for s in self.parts.values() if self._checkpoint_now(s, now)]
-            if due:
-                await self._checkpoint_all(due)
-            elif not any(
-                s.since_checkpoint or s.inflight or s.deliveries for s in self.parts.values()
-            ):
-                self.stats.last_progress = now
-            return applied
+        polled_for = dict(self.parts)
+        await self._reap()
+        # A partition reset by the reap was sought back to its checkpoint: what was
+        # polled for it before comes again, and must not be applied past the gap.
+        batch = {p: rs for p, rs in batch.items() if self.parts.get(p) is polled_for.get(p)}
+        applied = await self._process(batch, started)
+        await self._reap()  # a send that failed at once resets its partition now
+        now = self._clock()
+        due = [s for s in self.parts.values() if self._checkpoint_now(s, now)]
+        if due:
+            await self._checkpoint_all(due)
+        elif not any(s.since_checkpoint or s.inflight or s.deliveries for s in self.parts.values()):
+            self.stats.last_progress = now
+        return applied
 
     def _checkpoint_now(self, state: PartitionState, now: float) -> bool:
         """Whether to checkpoint the partition in this step: when it is due and every
@@ -711,68 +612,3 @@ class Runtime:
         self.stats.checkpoints += 1
         self.stats.state_records += len(checkpoint.changes)
         self.stats.last_progress = self._clock()
-
-    async def _reset(self, partition: int, error: BaseException) -> None:
-        """Throw away what the partition did since its last checkpoint and start again
-        from there (or stop it, if retrying cannot help)."""
-        state = self.parts.pop(partition, None)
-        if state is None:
-            return
-        if state.failed is None:
-            state.failed = error  # the deliveries still under way send nothing more
-        if state.inflight is not None and not state.inflight.done():
-            state.inflight.cancel()
-            with contextlib.suppress(BaseException):
-                await state.inflight
-        for delivery in state.deliveries:
-            delivery.cancel()
-        for delivery in state.deliveries:
-            with contextlib.suppress(BaseException):
-                await delivery
-        state.deliveries.clear()
-        failures = state.failures + 1
-        log.warning(
-            "spanguard: partition %d failed at offset %d (%r), attempt %d",
-            partition,
-            state.committed,
-            error,
-            failures,
-        )
-        with contextlib.suppress(Exception):  # the next open fences and aborts it anyway
-            await asyncio.wait_for(state.writer.abort(), self.config.io_timeout)
-        await self._release(state)
-        if isinstance(error, FencedError):
-            log.warning("spanguard: partition %d now belongs to another worker", partition)
-            return
-        if not retriable(error) and failures >= self.config.max_failures:
-            reason = f"stopped at offset {state.committed} after {failures} failures: {error!r}"
-            log.error("spanguard: partition %d %s", partition, reason)
-            self.stopped[partition] = reason
-            self.transport.pause(partition)
-            return
-        first, longest = self.config.retry_backoff
-        await self._sleep(min(first * 2 ** (failures - 1), longest))
-        await self._open_until_ready(partition)
-        self.parts[partition].failures = failures
-
-    async def _io(self, awaitable: Awaitable[T], restore: bool = False) -> T:
-        """Bound every wait on the broker (a restore may take longer)."""
-        timeout = self.config.io_timeout * (20 if restore else 1)
-        return await asyncio.wait_for(_as_coroutine(awaitable), timeout)
-
-    async def close(self) -> None:
-        """Checkpoint every owned partition and release it (clean shutdown)."""
-        async with self._lock:
-            states = list(self.parts.values()) + list(self._kept.values())
-            self.parts.clear()
-            self._kept.clear()
-            for state in states:
-                try:
-                    await self._checkpoint(state)
-                except Exception as exc:
-                    log.warning("spanguard: final checkpoint of %d: %r", state.partition, exc)
-                await self._release(state)
-
-
-async def _as_coroutine(awaitable: Awaitable[T]) -> T:
-    return await awaitable

@@ -21,6 +21,7 @@ import orjson
 
 from spanguard.schemas import ID_FIELD, OUTPUT_SUFFIXES
 from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.kafka_io.backoff import Backoff
 from spanguard.streams.kafka_io.partitioning import partition_for
 from spanguard.streams.runtime.config import RuntimeConfig
 from spanguard.streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
@@ -66,7 +67,7 @@ class RuntimeTestDriver:
             poll_timeout=0,
             commit_interval=float("inf"),
             commit_every=commit_every,
-            retry_backoff=(0.0, 0.0),
+            retry_backoff=Backoff(0.0, 0.0),
         )
         self.engine_settings = engine_settings or EngineSettings()
         self.fleet = fleet

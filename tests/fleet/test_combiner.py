@@ -36,7 +36,15 @@ from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.metrics import FleetMetrics
 from spanguard.streams.fleet.recent import RecentRecords
 from spanguard.streams.fleet.rules import parse_rules
-from spanguard.streams.runtime.memory import Crash, MemoryBroker, MemoryTransport, Stored
+from spanguard.streams.runtime.memory import (
+    Crash,
+    MemoryBroker,
+    MemoryTransport,
+    MemoryWriter,
+    Stored,
+)
+from spanguard.streams.runtime.owner import OwnerConfig
+from spanguard.streams.runtime.records import OutRecord
 from spanguard.streams.runtime.runtime import Runtime
 from spanguard.streams.runtime.testing import RuntimeTestDriver
 from spanguard.streams.sim.scenarios import demo_fleet
@@ -275,6 +283,7 @@ def aggregator(broker: MemoryBroker, clock: Clock, sent: list[str]) -> FleetAggr
         FleetEvaluator(settings, RULES),
         alerts_topic="alerts",
         state_topic="fleet-state",
+        config=OwnerConfig("fleet", batch_size=3, poll_timeout=0),
         on_alerts=lambda alerts: sent.extend(a.alert_id for a in alerts),
         clock=clock,
         sleep=_no_sleep,
@@ -299,7 +308,7 @@ async def drive(broker: MemoryBroker, crash_at: Sequence[int] = ()) -> list[str]
             if agg is None:
                 agg = aggregator(broker, clock, sent)
                 await agg.assign(range(broker.partitions))
-            merged = await agg.step(max_records=3, timeout=0)
+            merged = await agg.step()
             if merged == 0 and all(
                 part.next_offset == len(broker.stable("fleet", part.partition))
                 for part in agg.parts.values()
@@ -346,6 +355,47 @@ async def test_aggregator_alerts_exactly_once_whatever_crashes(crash_at: list[in
     broker = fleet_broker(partials)
     await drive(broker, crash_at)
     assert alerts_of(broker) == alerts_of(reference)
+
+
+async def test_the_aggregator_restores_outside_the_rebalance_callback() -> None:
+    broker = fleet_broker(await committed_partials())
+    agg = aggregator(broker, Clock(1_000.0), [])
+    await agg.assign(range(broker.partitions))  # the callback: bookkeeping only
+    assert agg.parts == {} and not agg.assigned.is_set()
+    assert await agg.step() == 0  # the next step opens them, then polls again
+    assert set(agg.parts) == set(range(broker.partitions)) and agg.assigned.is_set()
+
+
+class AlertTooLarge(Exception):
+    """What the broker answers for a record over its limit (never cured by retrying)."""
+
+    retriable = False
+
+
+async def test_an_alert_the_broker_refuses_stops_its_partition_after_max_failures() -> None:
+    broker = fleet_broker(await committed_partials(), partitions=1)
+    agg = aggregator(broker, Clock(1_000.0), [])
+    original = MemoryWriter.send
+
+    async def send(self: MemoryWriter, record: OutRecord) -> Any:
+        if record.topic == "alerts":
+            raise AlertTooLarge("MessageSizeTooLargeError")
+        return await original(self, record)
+
+    MemoryWriter.send = send  # type: ignore[method-assign]
+    try:
+        await agg.assign([0])
+        steps = 0
+        while 0 not in agg.stopped:
+            steps += 1
+            assert steps < 1_000, "a permanent failure must not be retried forever"
+            await agg.step()
+    finally:
+        MemoryWriter.send = original  # type: ignore[method-assign]
+    assert "AlertTooLarge" in agg.stopped[0] and agg.parts == {}
+    stopped_at = broker.committed.get(0, 0)  # nothing past the refused alert committed
+    assert f"offset {stopped_at} " in agg.stopped[0]
+    assert stopped_at < len(broker.stable("fleet", 0))
 
 
 def test_an_aborted_checkpoint_gives_its_sessions_back() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from spanguard.streams.app.topology import runtime_config
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.runtime.config import RuntimeConfig
 from spanguard.streams.runtime.kafka_transport import KafkaTransport
 from spanguard.streams.settings import load_settings
@@ -25,3 +28,12 @@ def test_the_input_consumer_holds_fetches_as_configured() -> None:
     assert options["fetch_max_wait_ms"] == 5
     assert options["isolation_level"] == "read_committed"
     assert options["enable_auto_commit"] is False
+
+
+def test_the_broker_is_a_host_port_list_or_faust_urls() -> None:
+    plain = load_settings(broker="k1:9092, k2:9093")
+    assert bootstrap_servers(plain.broker) == "k1:9092,k2:9093"
+    urls = load_settings(broker="kafka://k1:9092;kafka://k2:9093")
+    assert bootstrap_servers(urls.broker) == "k1:9092,k2:9093"
+    with pytest.raises(ValueError, match="host:port"):
+        load_settings(broker="k1")

@@ -63,7 +63,7 @@ def test_alert_state_is_restored_after_a_crash(kafka_bootstrap: str, tmp_path: P
         assert all(n == 1 for n in got.values()), f"sent more than once: {got}"
         assert sorted(got) == expected
         restored = re.findall(
-            r"fleet: partition \d+: (\d+) tenant\(s\) restored", second.log_text()
+            r"fleet: partition \d+ restored: (\d+) tenant\(s\)", second.log_text()
         )
         assert sum(map(int, restored)) >= 1, "the second worker restored the fleet's state"
     finally:

@@ -10,7 +10,7 @@ import hashlib
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, ValidationInfo, model_validator
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 from spanguard.schemas.common import (
     LOWER_CASED_FIRST,
@@ -62,34 +62,6 @@ class InputEnvelope(ContractModel):
     seq: NonNegInt
     turn: NonNegInt
     ts: Timestamp
-
-
-def null_free_core_schema(model: type[InputEnvelope]) -> CoreSchema:
-    """``model``'s core schema without the step that removes nulls.
-
-    On an input that holds no JSON null the step changes nothing, so this schema
-    validates such an input exactly as the model does. Without that Python step at
-    the top, pydantic-core can validate it straight from JSON bytes (a Python step
-    needs the whole input as Python objects first).
-    """
-    step = model._nulls_are_absent
-    removed = 0
-
-    def without(node: Any) -> Any:
-        nonlocal removed
-        if isinstance(node, list):
-            return [without(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if node.get("type") == "function-before" and node["function"]["function"] == step:
-            removed += 1
-            return without(node["schema"])
-        return {key: without(value) for key, value in node.items()}
-
-    schema: CoreSchema = without(model.__pydantic_core_schema__)
-    if removed != 1:
-        raise ValueError(f"{model.__name__}: {removed} null-removing steps in the core schema")
-    return schema
 
 
 class _HasTextOrHash(ContractModel):

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
-from pydantic_core import CoreSchema, SchemaValidator, core_schema
+from pydantic import ValidationError
 
 from spanguard.schemas import INPUT_TYPES, InputEvent, RejectReason
-from spanguard.schemas.inputs import NO_NULLS, null_free_core_schema
+from spanguard.schemas.inputs import NO_NULLS
+from spanguard.streams.engine.fastdecode import decode_fast
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +62,16 @@ def decode(raw: bytes, max_bytes: int) -> InputEvent | Invalid:
     ``MISSING_FIELD``, ``UNKNOWN_TYPE``, ``UNSUPPORTED_SCHEMA_VERSION``,
     ``INVALID_FIELD``, ``HASH_MISMATCH``, ``NON_FINITE_SCORE``).
 
-    A record is first validated straight from its bytes (the fast path below);
-    one that it refuses, by :func:`decode_slowly`, with the same result.
+    A record is first decoded by the decoder derived from the models
+    (:mod:`~spanguard.streams.engine.fastdecode`, an event that reads as its model); one
+    that it does not take, by :func:`decode_slowly`, which alone says why.
     """
     if len(raw) > max_bytes:
         return Invalid(
             RejectReason.TOO_LARGE, f"{len(raw)} bytes, the limit is {max_bytes}", Identity()
         )
-    try:
-        return _FROM_JSON.validate_json(raw)  # type: ignore[no-any-return]
-    except ValidationError:
-        return decode_slowly(raw)
+    event = decode_fast(raw)
+    return decode_slowly(raw) if event is None else event
 
 
 def decode_slowly(raw: bytes) -> InputEvent | Invalid:
@@ -81,8 +79,8 @@ def decode_slowly(raw: bytes) -> InputEvent | Invalid:
 
     orjson (the standard library for NaN and Infinity), the checks of ``type``
     and ``schema_version``, then the model's own validator. :func:`decode` takes
-    it for every record its fast path refuses, so that a reason and its detail
-    are always this path's.
+    it for every record the derived decoder does not take, so that a reason and
+    its detail are always this path's.
     """
     try:
         data = orjson.loads(raw)
@@ -177,124 +175,3 @@ def _explain(exc: ValidationError) -> tuple[RejectReason, str]:
     if len(errors) > 5:
         parts.append(f"... and {len(errors) - 5} more")
     return reason, "; ".join(parts)
-
-
-# -- the fast path ---------------------------------------------------------
-#
-# Every record is first validated straight from its bytes by one validator
-# derived from the models' own core schemas. It must accept exactly what the
-# path above accepts, with the same values; what it refuses goes down that
-# path, which alone says why. So the derived schemas only narrow the models'
-# schemas, where reading the bytes could differ from orjson.loads, the checks
-# above and the null-removing step:
-#
-# * no JSON null anywhere (there the step would change the input; the path
-#   above removes the nulls);
-# * ``schema_version`` a JSON integer (the check above), where a literal read
-#   from JSON also takes ``1.0`` and ``true``;
-# * no integer that orjson reads as a float (beyond 64 bits), which
-#   pydantic-core reads as an int: an int field then refuses the float, an
-#   unknown field or a JSON value would keep a different value.
-#
-# Elsewhere the two JSON readers agree (duplicate keys, escapes, surrogates,
-# NaN and Infinity, number spellings, whitespace): tests/engine/test_decode_fast.py
-# compares the two paths on generated records.
-
-_INT_RANGE = (-(2**63), 2**64 - 1)
-"""The integers that orjson reads as integers."""
-
-
-def _as_read_by_orjson(value: Any) -> Any:
-    """``value`` (any JSON value) if it holds no null and orjson reads it the same."""
-    if value is None:
-        raise ValueError("a null")
-    if type(value) is int:
-        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
-            raise ValueError("an integer that orjson reads as a float")
-    elif type(value) is list:
-        for item in value:
-            _as_read_by_orjson(item)
-    elif type(value) is dict:
-        for item in value.values():
-            _as_read_by_orjson(item)
-    return value
-
-
-_NOT_VALIDATION = {"metadata", "serialization"}
-"""Keys of a core schema node that hold no validation (left as they are)."""
-
-
-def _any_json_value() -> CoreSchema:
-    return core_schema.no_info_after_validator_function(
-        _as_read_by_orjson, core_schema.any_schema()
-    )
-
-
-def _narrowed(node: Any) -> Any:
-    """A copy of a core schema node, narrowed as said above."""
-    if isinstance(node, list):
-        return [_narrowed(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {
-        key: value if key in _NOT_VALIDATION else _narrowed(value) for key, value in node.items()
-    }
-    kind = node.get("type")
-    if kind == "nullable":
-        node = node["schema"]
-    elif kind == "int":
-        node["ge"] = max(node.get("ge", _INT_RANGE[0]), _INT_RANGE[0])
-        node["le"] = min(node.get("le", _INT_RANGE[1]), _INT_RANGE[1])
-    elif kind == "any":
-        node = _any_json_value()
-    elif kind == "model" and node.get("config", {}).get("extra_fields_behavior") == "allow":
-        fields = node["schema"]
-        if fields["type"] != "model-fields" or "extras_schema" in fields:
-            raise ValueError(f"{node['cls'].__name__}: unexpected model schema")
-        fields["extras_schema"] = _any_json_value()
-    elif kind == "model-fields" and "schema_version" in node["fields"]:
-        field = node["fields"]["schema_version"]
-        field["schema"] = core_schema.chain_schema(
-            [core_schema.int_schema(strict=True), field["schema"]]
-        )
-    return node
-
-
-def _models(node: Any) -> Iterator[type[BaseModel]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _models(item)
-    elif isinstance(node, dict):
-        if node.get("type") == "model":
-            yield node["cls"]
-        for value in node.values():
-            yield from _models(value)
-
-
-def fresh_validator(schema: CoreSchema) -> SchemaValidator:
-    """A validator of ``schema`` exactly as written, models included.
-
-    pydantic-core reuses a complete model's own validator wherever a schema names
-    the model, which would undo any change made to a copy of its core schema: for
-    the time of the build, the models it names do not say they are complete.
-    """
-    models = set(_models(schema))
-    complete = {model: model.__dict__["__pydantic_complete__"] for model in models}
-    for model in models:
-        type.__setattr__(model, "__pydantic_complete__", False)
-    try:
-        return SchemaValidator(schema)
-    finally:
-        for model, flag in complete.items():
-            type.__setattr__(model, "__pydantic_complete__", flag)
-
-
-def _json_validator() -> SchemaValidator:
-    """Every input type, validated from JSON bytes, narrowed as said above."""
-    choices: dict[str, CoreSchema] = {
-        name: _narrowed(null_free_core_schema(model)) for name, model in INPUT_TYPES.items()
-    }
-    return fresh_validator(core_schema.tagged_union_schema(choices, discriminator="type"))
-
-
-_FROM_JSON = _json_validator()

@@ -40,8 +40,8 @@ from spanguard.schemas import FleetAlert
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.fleet.combiner import Partial
 from spanguard.streams.fleet.evaluator import FleetEvaluator, Outcome
-from spanguard.streams.runtime.owner import Owned, OwnerConfig, PartitionOwner
-from spanguard.streams.runtime.ports import Ack, PartitionWriter, Transport
+from spanguard.streams.runtime.owner import Opened, Owned, OwnerConfig, PartitionOwner
+from spanguard.streams.runtime.ports import Ack, Transport
 from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
@@ -130,16 +130,11 @@ class FleetAggregator(PartitionOwner[_Owned]):
 
     # -- the ownership loop's hooks ------------------------------------------------
 
-    def _load(
-        self,
-        partition: int,
-        writer: PartitionWriter,
-        records: list[tuple[bytes, bytes]],
-        committed: int,
-    ) -> tuple[_Owned, str]:
-        tenants, windows = parse_state(records)
+    def _load(self, opened: Opened) -> tuple[_Owned, str]:
+        tenants, windows = parse_state(opened.records)
         loaded = self.evaluator.load(tenants, windows, self._clock())
-        part = _Owned(partition, writer, committed, committed, tenants=set(loaded))
+        committed = opened.committed
+        part = _Owned(opened.partition, opened.writer, committed, committed, tenants=set(loaded))
         for tenant, start, _ in windows:
             part.stored.setdefault(tenant, set()).add(start)
         return part, f"{len(loaded)} tenant(s)"

@@ -65,6 +65,20 @@ class Owned:
 
 S = TypeVar("S", bound=Owned)
 
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A partition just opened, for its owner to build its state from."""
+
+    partition: int
+    writer: PartitionWriter
+    """Its transactional writer (earlier owners are fenced by now)."""
+    records: list[tuple[bytes, bytes]]
+    """Its changelog as a compacted topic means it: the last value of every key."""
+    committed: int
+    """Its committed input position."""
+
+
 RETRY_BACKOFF = Backoff(0.1, 5.0)
 """The pauses between retries of a failed partition, by default."""
 
@@ -113,15 +127,8 @@ class PartitionOwner(ABC, Generic[S]):
     # -- what each owner brings -------------------------------------------------
 
     @abstractmethod
-    def _load(
-        self,
-        partition: int,
-        writer: PartitionWriter,
-        records: list[tuple[bytes, bytes]],
-        committed: int,
-    ) -> tuple[S, str]:
-        """The partition's state from its changelog (the last value of each key) and its
-        committed position; and what was restored, for the log (``3 session(s)``)."""
+    def _load(self, opened: Opened) -> tuple[S, str]:
+        """The partition's state, and what was restored, for the log (``3 session(s)``)."""
 
     @abstractmethod
     async def _apply(self, batch: dict[int, list[InputRecord]], started: float) -> int:
@@ -221,7 +228,7 @@ class PartitionOwner(ABC, Generic[S]):
         except BaseException:
             await writer.close()
             raise
-        state, restored = self._load(partition, writer, latest_per_key(records), committed)
+        state, restored = self._load(Opened(partition, writer, latest_per_key(records), committed))
         self.transport.seek(partition, committed)
         log.info(
             "%s: partition %d restored: %s from %d changelog record(s) in %.2fs, "

@@ -53,9 +53,9 @@ from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine
 from spanguard.streams.engine.state import SessionState
 from spanguard.streams.runtime.config import RuntimeConfig
-from spanguard.streams.runtime.owner import OwnerConfig, PartitionOwner
+from spanguard.streams.runtime.owner import Opened, OwnerConfig, PartitionOwner
 from spanguard.streams.runtime.partition import PartitionState
-from spanguard.streams.runtime.ports import Ack, FleetHook, PartitionWriter, Transport
+from spanguard.streams.runtime.ports import Ack, FleetHook, Transport
 from spanguard.streams.runtime.records import InputRecord, OutRecord
 
 log = logging.getLogger(__name__)
@@ -189,25 +189,19 @@ class Runtime(PartitionOwner[PartitionState]):
 
     # -- the ownership loop's hooks ------------------------------------------------
 
-    def _load(
-        self,
-        partition: int,
-        writer: PartitionWriter,
-        records: list[tuple[bytes, bytes]],
-        committed: int,
-    ) -> tuple[PartitionState, str]:
+    def _load(self, opened: Opened) -> tuple[PartitionState, str]:
         engine = self._new_engine(self.engine_settings)
-        restored = engine.restore(records)
+        restored = engine.restore(opened.records)
         # Restored state lives as long as the assignment: keep it out of GC scans.
         gc.freeze()
         self.stats.restores += 1
         self.stats.restored_sessions += restored
         state = PartitionState(
-            partition=partition,
+            partition=opened.partition,
             engine=engine,
-            writer=writer,
-            next_offset=committed,
-            committed=committed,
+            writer=opened.writer,
+            next_offset=opened.committed,
+            committed=opened.committed,
             input_topic=self.config.input_topic,
             partitions=self.transport.input_partitions(),
             check_partitioning=self.config.check_partitioning,

@@ -12,6 +12,7 @@ topic conductor, no tables and no Faust producer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -132,7 +133,8 @@ class OwnerService(Service):
             except Exception as exc:
                 failures += 1
                 log.info("%s: not joined yet (%r); retrying", self.owner.owner_config.name, exc)
-                await asyncio.sleep(JOIN_BACKOFF.delay(failures))
+                with contextlib.suppress(TimeoutError):  # a stop ends the pause at once
+                    await asyncio.wait_for(self._stopping.wait(), JOIN_BACKOFF.delay(failures))
         return False
 
     async def on_stop(self) -> None:

@@ -96,13 +96,13 @@ def _run_fleet(
     publish the fleet, and print outputs until ``duration`` or Ctrl-C."""
     prefix = f"demo{int(time.time())}"
     env = {
-        "SPANGUARD_BROKER": f"kafka://{bootstrap}",
+        "SPANGUARD_BROKER": bootstrap,
         "SPANGUARD_TOPIC_PREFIX": prefix,
         "SPANGUARD_APP_ID": f"{prefix}-guard",
         "SPANGUARD_DATA_DIR": str(Path(".spanguard") / prefix),
         "SPANGUARD_WEB_PORT": str(web_port),
     }
-    settings = load_settings(broker=f"kafka://{bootstrap}", topic_prefix=prefix, web_port=web_port)
+    settings = load_settings(broker=bootstrap, topic_prefix=prefix, web_port=web_port)
     asyncio.run(ensure_topics(settings))
     log_path = Path(".spanguard") / f"{prefix}-worker.log"
     worker = spawn_worker("demo", env, log_path)

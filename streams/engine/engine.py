@@ -7,42 +7,40 @@ the Faust agents, ``spanguard replay`` and the tests all drive it the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import orjson
 
 from spanguard.schemas import (
+    ContextRewritten,
     EventRejected,
+    EvictionRequested,
     FaultKind,
     InputEvent,
     OutputEvent,
     RejectReason,
+    ScoresComputed,
+    SessionClosed,
     SpanAdded,
 )
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.counters import apply_counters, created_counter
 from spanguard.streams.engine.deadletter import keep, scan_identity
 from spanguard.streams.engine.decode import Identity, Invalid, decode
+from spanguard.streams.engine.dedup import DedupWindow
 from spanguard.streams.engine.drift import CycleOutcome, close_window
 from spanguard.streams.engine.emit import Emission, build, output_id
-from spanguard.streams.engine.expiry import Lifetimes, Marker
+from spanguard.streams.engine.expiry import Lifetimes
 from spanguard.streams.engine.gate import decide
 from spanguard.streams.engine.holdings import HoldingsBuilder
-from spanguard.streams.engine.persist import (
-    Record,
-    clock_record,
-    dump_changes,
-    dump_ended,
-    forget_record,
-    load_sessions,
-)
+from spanguard.streams.engine.markers import Marker, SessionKey
+from spanguard.streams.engine.persist import Changelog, Record, load_sessions
 from spanguard.streams.engine.rewrite import apply_rewrite, live_after
 from spanguard.streams.engine.scoring import apply_scores
 from spanguard.streams.engine.state import SessionState, SpanState, to_digest
 
-SessionKey = tuple[str, str]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -71,8 +69,10 @@ class EngineStats:
     sessions_closed: int = 0
     sessions_expired: int = 0
     """Sessions expired after ``idle_timeout`` without events (contract 1.2)."""
-    closed_sessions: dict[SessionKey, int] = field(default_factory=dict)
-    """Closed sessions and the highest ``seq`` they had accepted."""
+    closed_sessions: Mapping[SessionKey, int] = field(default_factory=dict)
+    """Closed sessions and the highest ``seq`` they had accepted: a read-only view of
+    the engine's markers (:attr:`Engine.markers`, their store), for the readers that
+    look here."""
 
 
 class Engine:
@@ -92,18 +92,19 @@ class Engine:
     ) -> None:
         self.settings = settings or EngineSettings()
         self.sessions: dict[SessionKey, SessionState] = {}
-        self.stats = EngineStats()
+        self.windows: dict[SessionKey, DedupWindow] = {}
+        """Each live session's duplicate window."""
         self._holdings = HoldingsBuilder(self.settings)
         self.lifetimes = Lifetimes(
             self.settings.idle_timeout,
             self.settings.tombstone_retention,
             self.settings.max_clock_skew,
         )
+        self.markers = self.lifetimes.markers
+        """The markers of closed and expired sessions (forgotten by the clock)."""
+        self.stats = EngineStats(closed_sessions=self.markers.closed)
         self._last_ts = EPOCH
-        self._clock_moved = False
-        self._track = track_changes
-        self._touched: set[SessionKey] = set()
-        self._pending: list[Record] = []
+        self._changelog = Changelog(self.settings.dedup_window) if track_changes else None
 
     # -- state records (for a changelog) ---------------------------------
 
@@ -117,18 +118,9 @@ class Engine:
         acknowledged; :meth:`restore` with the latest value per key rebuilds the
         state as it was at this drain. See :mod:`spanguard.streams.engine.persist`.
         """
-        records = self._pending
-        self._pending = []
-        if self._clock_moved:
-            records.append(clock_record(self.lifetimes.clock))
-            self._clock_moved = False
-        window = self.settings.dedup_window
-        for key in sorted(self._touched):
-            session = self.sessions.get(key)
-            if session is not None:
-                records.extend(dump_changes(session, window))
-        self._touched.clear()
-        return records
+        if self._changelog is None:
+            return []
+        return self._changelog.drain(self.sessions, self.lifetimes.clock)
 
     def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:
         """Load sessions from changelog records, the latest value per key with
@@ -140,11 +132,11 @@ class Engine:
             dedup_window=self.settings.dedup_window,
         )
         self.sessions.update(restored.sessions)
-        self.stats.closed_sessions.update(
-            {key: m.last_seq for key, m in restored.markers.items() if m.kind == "closed"}
-        )
+        self.windows.update(restored.windows)
         self.lifetimes.restore(restored.clock, restored.markers)
         for key, session in restored.sessions.items():
+            if self._changelog is None:
+                session.changes = None
             if session.newest_ts is not None:
                 self.lifetimes.watch(key, session.newest_ts)
         return len(restored.sessions)
@@ -153,7 +145,9 @@ class Engine:
         """Drop sessions from memory (their partition moved to another worker)."""
         for key in keys:
             self.sessions.pop(key, None)
-            self._touched.discard(key)
+            self.windows.pop(key, None)
+            if self._changelog is not None:
+                self._changelog.dropped(key)
 
     # -- entry points ----------------------------------------------------
 
@@ -207,7 +201,7 @@ class Engine:
         key = (event.tenant, event.session_id)
         self._last_ts = event.ts
         self._tick(event.ts, source.received)
-        ended = self.lifetimes.markers.get(key)
+        ended = self.markers.get(key)
         if ended is not None and ended.kind == "expired":
             if event.seq <= ended.last_seq:
                 self.stats.duplicates += 1  # redelivered: processed before the expiry
@@ -223,7 +217,7 @@ class Engine:
                     raw, source, RejectReason.SESSION_EXPIRED, detail, _identity(event), event.ts
                 )
             ]
-        closed_at = self.stats.closed_sessions.get(key)
+        closed_at = None if ended is None else ended.last_seq
         if closed_at is not None and event.seq <= closed_at:
             # Re-delivered after a restart (at-least-once): it was processed before
             # the close, so it is a duplicate, not a new event.
@@ -256,11 +250,15 @@ class Engine:
             session = self.sessions[key] = SessionState(
                 tenant=event.tenant, session_id=event.session_id
             )
-        if event.event_id in session.recent:
+            self.windows[key] = DedupWindow()
+            if self._changelog is not None:
+                self._changelog.track(session)
+        window = self.windows[key]
+        if event.event_id in window:
             self.stats.duplicates += 1
             return []
         self._touch_newest(session, event.ts)
-        if event.type == "span.added" and event.span_id in session.spans:
+        if isinstance(event, SpanAdded) and event.span_id in session.spans:
             identity = _identity(event)
             self._advance_silently(identity)
             return [
@@ -279,8 +277,6 @@ class Engine:
             self._advance_silently(identity)
             return [self._reject(raw, source, RejectReason.LIMIT_REACHED, over, identity, event.ts)]
         session.accepted += 1
-        if self._track:
-            self._touched.add(key)
         emission = Emission(
             self.settings,
             event.tenant,
@@ -290,30 +286,25 @@ class Engine:
             event.ts,
         )
         self._check_seq(session, event, emission)
-        session.remember(event.event_id, self.settings.dedup_window)
-        if not self._track:
-            session.forget_changes()  # only a changelog needs to know what changed
-        # by ``type``, not class: a decoded event is the Struct derived from its model
-        if event.type == "span.added":
+        if self.settings.dedup_window > 0:
+            window.add(event.event_id, self.settings.dedup_window)
+        if self._changelog is not None:
+            self._changelog.accepted(key, session, event.event_id)
+        if isinstance(event, SpanAdded):
             self._add_span(session, event, emission)
-        elif event.type == "scores.computed":
+        elif isinstance(event, ScoresComputed):
             apply_scores(session, event, emission)
             self._close_cycle(session, emission)
-        elif event.type == "context.rewritten":
+        elif isinstance(event, ContextRewritten):
             self._close_cycle(session, emission)
             apply_rewrite(session, event, emission, self._holdings)
-        elif event.type == "eviction.requested":
+        elif isinstance(event, EvictionRequested):
             self._close_cycle(session, emission)
             decide(session, event, emission)
-        elif event.type == "session.closed":
-            del self.sessions[key]
-            self._touched.discard(key)
-            marker = Marker("closed", session.last_seq or 0, self.lifetimes.clock or event.ts)
-            if self._track:
-                self._pending.extend(dump_ended(session, marker, self.settings.dedup_window))
-            self.stats.closed_sessions[key] = marker.last_seq
+        elif isinstance(event, SessionClosed):
+            closed = Marker("closed", session.last_seq or 0, self.lifetimes.clock or event.ts)
+            self._end(key, closed)
             self.stats.sessions_closed += 1
-            self.lifetimes.mark(key, marker)
             return emission.outputs
         session.forget_gone(self.settings.max_gone_spans)
         return emission.outputs
@@ -329,9 +320,9 @@ class Engine:
         live = len(session.spans)
         if not cap:
             return None
-        if event.type == "span.added":
+        if isinstance(event, SpanAdded):
             after = live + 1
-        elif event.type == "context.rewritten" and len(event.context) + live > cap:
+        elif isinstance(event, ContextRewritten) and len(event.context) + live > cap:
             after = live_after(session, event)  # only near the limit: the bound above is loose
         else:
             return None
@@ -351,13 +342,16 @@ class Engine:
         lifetimes.advance(ts, received)
         if lifetimes.clock == before:
             return
-        self._clock_moved = True
+        changelog = self._changelog
+        if changelog is not None:
+            changelog.clock_moved()
         for key, at in list(lifetimes.expired(self._newest)):
-            self._expire(key, at)
+            session = self.sessions[key]
+            self._end(key, Marker("expired", session.last_seq or 0, at))
+            self.stats.sessions_expired += 1
         for key in list(lifetimes.forgotten()):
-            self.stats.closed_sessions.pop(key, None)
-            if self._track:
-                self._pending.append(forget_record(key))
+            if changelog is not None:
+                changelog.forgotten(key)
 
     def _newest(self, key: SessionKey) -> datetime | None:
         session = self.sessions.get(key)
@@ -368,14 +362,13 @@ class Engine:
             session.newest_ts = ts
             self.lifetimes.watch((session.tenant, session.session_id), ts)
 
-    def _expire(self, key: SessionKey, at: datetime) -> None:
+    def _end(self, key: SessionKey, marker: Marker) -> None:
+        """A session closed or expired: its state and window go, its marker stays."""
         session = self.sessions.pop(key)
-        self._touched.discard(key)
-        marker = Marker("expired", session.last_seq or 0, at)
-        self.lifetimes.mark(key, marker)
-        self.stats.sessions_expired += 1
-        if self._track:
-            self._pending.extend(dump_ended(session, marker, self.settings.dedup_window))
+        del self.windows[key]
+        self.markers.mark(key, marker)
+        if self._changelog is not None:
+            self._changelog.ended(key, session, marker)
 
     # -- rules that need no module of their own -------------------------
 
@@ -404,13 +397,12 @@ class Engine:
         )
         self._holdings.learn_types(session.known_types, holdings)
         parents = tuple(event.derived_from or ())
-        session.arrivals += 1
         span = SpanState(
             span_id=event.span_id,
             text_digest=to_digest(event.content_hash),
             tokens=event.tokens,
             position=event.position,
-            arrival=session.arrivals,
+            arrival=session.next_arrival(),
             added_seq=event.seq,
             derived_from=parents,
             holds=holdings.holds,
@@ -441,8 +433,8 @@ class Engine:
         session = self.sessions.get(key)
         if session is not None and session.last_seq is not None:
             session.last_seq = max(session.last_seq, identity.seq)
-            if self._track:
-                self._touched.add(key)
+            if self._changelog is not None:
+                self._changelog.touched(key)
 
     def _reject(
         self,

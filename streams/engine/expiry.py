@@ -20,41 +20,26 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
-SessionKey = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Marker:
-    """An ended session: how it ended, the last ``seq`` it had accepted (a redelivered
-    event at or below it is a duplicate), and when (the close, by the clock; the
-    expiry, newest ``ts`` + ``idle_timeout``)."""
-
-    kind: Literal["closed", "expired"]
-    last_seq: int
-    at: datetime | None
-    """None for a marker restored from before 1.2: kept for good."""
+from spanguard.streams.engine.markers import Marker, Markers, SessionKey
 
 
 class Lifetimes:
-    """The clock, the idle sessions it expires and the markers it forgets."""
+    """The clock, the idle sessions it expires and, by the same clock, the markers of
+    ended sessions it forgets (their store: :class:`~spanguard.streams.engine.markers.Markers`)."""
 
-    __slots__ = ("_due", "_forget", "_watched", "clock", "idle", "markers", "retention", "skew")
+    __slots__ = ("_due", "_watched", "clock", "idle", "markers", "skew")
 
     def __init__(self, idle: timedelta, retention: timedelta, skew: timedelta) -> None:
         self.idle = idle
-        self.retention = retention
         self.skew = skew
         self.clock: datetime | None = None
-        self.markers: dict[SessionKey, Marker] = {}
+        self.markers = Markers(retention)
         self._due: list[tuple[datetime, SessionKey]] = []
         self._watched: set[SessionKey] = set()
         """Sessions with an entry in ``_due`` (one each: the heap stays as large as the
         live sessions, however many events they have)."""
-        self._forget: list[tuple[datetime, SessionKey]] = []
 
     def advance(self, ts: datetime, received: datetime | None) -> None:
         """Move the clock to an event's ``ts`` (never back; with a broker timestamp,
@@ -97,26 +82,13 @@ class Lifetimes:
         """Entries waiting to expire a session: at most one per live session."""
         return len(self._due)
 
-    def mark(self, key: SessionKey, marker: Marker) -> None:
-        """Remember an ended session (and when to forget it)."""
-        self.markers[key] = marker
-        if self.retention and marker.at is not None:
-            heapq.heappush(self._forget, (marker.at + self.retention, key))
-
     def forgotten(self) -> Iterator[SessionKey]:
-        """The markers whose retention has run out, taken off the book."""
-        clock = self.clock
-        forget = self._forget
-        while forget and clock is not None and forget[0][0] < clock:
-            at, key = heapq.heappop(forget)
-            marker = self.markers.get(key)
-            if marker is not None and marker.at is not None and marker.at + self.retention == at:
-                del self.markers[key]
-                yield key
+        """The markers whose retention has run out by the clock, taken off the book."""
+        return self.markers.forgotten(self.clock)
 
     def restore(self, clock: datetime | None, markers: dict[SessionKey, Marker]) -> None:
         """Take back a restored clock and markers (sessions are watched by the caller)."""
         if clock is not None and (self.clock is None or clock > self.clock):
             self.clock = clock
         for key, marker in markers.items():
-            self.mark(key, marker)
+            self.markers.mark(key, marker)

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import NamedTuple
 
-from sortedcontainers import SortedList
-
 from spanguard.schemas import (
     Action,
     EvictionPolicy,
@@ -366,7 +364,7 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     protected = session.protected
     if policy.threshold is not None:
         limit: ScoreKey = (policy.threshold, -1, "")
-        below = [islice(r, 0, r.bisect_left(limit)) for r in ranked]
+        below = [islice(r, 0, bisect_left(r, limit)) for r in ranked]
         return [key[2] for key in _merged(below) if key[2] not in protected]
     assert policy.keep_top_k is not None
     # keep_top_k neither ranks nor counts a protected span (1.2).
@@ -378,7 +376,7 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     return [key[2] for key in islice(unprotected, excess)]
 
 
-def _protected_keys(session: SessionState, ranking: SortedList) -> list[ScoreKey]:
+def _protected_keys(session: SessionState, ranking: list[ScoreKey]) -> list[ScoreKey]:
     """The ranking's entries of protected spans (few: looked up one by one)."""
     found: list[ScoreKey] = []
     for span_id in session.protected:
@@ -386,7 +384,7 @@ def _protected_keys(session: SessionState, ranking: SortedList) -> list[ScoreKey
         if bound is None:
             continue
         key = (bound.score, session.spans[span_id].position, span_id)
-        at = ranking.bisect_left(key)
+        at = bisect_left(ranking, key)
         if at < len(ranking) and ranking[at] == key:
             found.append(key)
     return found

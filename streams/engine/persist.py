@@ -36,25 +36,91 @@ from typing import Any
 
 import orjson
 
-from spanguard.streams.engine.expiry import Marker
+from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
+from spanguard.streams.engine.dedup import DedupWindow
 from spanguard.streams.engine.holdings import share_holds
+from spanguard.streams.engine.markers import Marker, SessionKey
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.state import (
-    BLOCK_SPANS,
-    CHUNK_IDS,
-    TAIL_SPANS,
     BoundScore,
     Digest,
     DriftPoint,
     DriftWindow,
     GoneSpan,
-    RecentIds,
     SessionState,
     SpanState,
     to_digest,
 )
 
 Record = tuple[bytes, bytes | None]
+
+
+class Changelog:
+    """The state records an engine owes its changelog: the sessions changed since the
+    last drain (each with its :class:`~spanguard.streams.engine.changes.SessionChanges`),
+    the records of ended and forgotten sessions, and the clock."""
+
+    __slots__ = ("_clock_moved", "_pending", "_touched", "dedup_window")
+
+    def __init__(self, dedup_window: int) -> None:
+        self.dedup_window = dedup_window
+        self._touched: set[SessionKey] = set()
+        self._pending: list[Record] = []
+        self._clock_moved = False
+
+    @staticmethod
+    def track(session: SessionState) -> None:
+        """Keep the changes of a new session."""
+        session.changes = SessionChanges()
+
+    def touched(self, key: SessionKey) -> None:
+        """The session ``key`` changed (its header is written at the next drain)."""
+        self._touched.add(key)
+
+    def accepted(self, key: SessionKey, session: SessionState, event_id: str) -> None:
+        """The session accepted an event (its id enters the window's chunks)."""
+        self._touched.add(key)
+        if self.dedup_window > 0:
+            _changes(session).remember(event_id)
+
+    def ended(self, key: SessionKey, session: SessionState, marker: Marker) -> None:
+        """The session closed or expired: its marker replaces its records."""
+        self._touched.discard(key)
+        self._pending.extend(dump_ended(session, marker, self.dedup_window))
+
+    def dropped(self, key: SessionKey) -> None:
+        """The session left this engine without an end of its own."""
+        self._touched.discard(key)
+
+    def forgotten(self, key: SessionKey) -> None:
+        """An ended session's marker ran out of retention."""
+        self._pending.append(forget_record(key))
+
+    def clock_moved(self) -> None:
+        """The partition's clock moved (its record is written at the next drain)."""
+        self._clock_moved = True
+
+    def drain(
+        self, sessions: dict[SessionKey, SessionState], clock: datetime | None
+    ) -> list[Record]:
+        """Every record owed since the last drain, the marks cleared."""
+        records = self._pending
+        self._pending = []
+        if self._clock_moved:
+            records.append(clock_record(clock))
+            self._clock_moved = False
+        for key in sorted(self._touched):
+            session = sessions.get(key)
+            if session is not None:
+                records.extend(dump_changes(session, self.dedup_window))
+        self._touched.clear()
+        return records
+
+
+def _changes(session: SessionState) -> SessionChanges:
+    changes = session.changes
+    assert isinstance(changes, SessionChanges), "the session's changes are not tracked"
+    return changes
 
 
 def record_key(tenant: str, session_id: str, kind: str, name: str = "") -> bytes:
@@ -72,35 +138,32 @@ def dump_changes(session: SessionState, dedup_window: int) -> Iterator[Record]:
     """The header and the records ``session`` changed since the last call (and
     clear the marks)."""
     tenant, sid = session.tenant, session.session_id
-    if session.arrivals + 1 - session.persisted_below >= TAIL_SPANS:
-        # The tail is full: move it into its blocks.
-        first = session.persisted_below // BLOCK_SPANS
-        session.dirty_blocks.update(range(first, session.arrivals // BLOCK_SPANS + 1))
-        session.persisted_below = session.arrivals + 1
-    yield record_key(tenant, sid, "h"), _header(session)
-    for block in sorted(session.dirty_blocks):
+    changes = _changes(session)
+    changes.roll_tail(session.arrivals)
+    yield record_key(tenant, sid, "h"), _header(session, changes)
+    for block in sorted(changes.dirty_blocks):
         # A block holds only arrivals below the tail: newer ones live in the header.
-        stop = min((block + 1) * BLOCK_SPANS, session.persisted_below)
-        entries = _entries(session, block * BLOCK_SPANS, stop)
+        stop = min((block + 1) * BLOCK_SPANS, changes.persisted_below)
+        entries = _entries(session, changes, block * BLOCK_SPANS, stop)
         yield record_key(tenant, sid, "b", str(block)), orjson.dumps(entries) if entries else None
-    if session.done_chunks and dedup_window > 0:
+    if changes.done_chunks and dedup_window > 0:
         slots = chunk_slots(dedup_window)
-        for number, ids in sorted(session.done_chunks.items()):
+        for number, ids in sorted(changes.done_chunks.items()):
             yield record_key(tenant, sid, "d", str(number % slots)), orjson.dumps([number, ids])
-    session.dirty_blocks.clear()
-    session.done_chunks.clear()
+    changes.written()
 
 
 def dump_ended(session: SessionState, marker: Marker, dedup_window: int) -> Iterator[Record]:
     """The marker of a closed or expired session, and a tombstone for every other record
     it has."""
     tenant, sid = session.tenant, session.session_id
+    changes = _changes(session)
     yield record_key(tenant, sid, "h"), orjson.dumps(_marker_value(marker))
-    if session.persisted_below > 0:
-        for block in range((session.persisted_below - 1) // BLOCK_SPANS + 1):
+    if changes.persisted_below > 0:
+        for block in range((changes.persisted_below - 1) // BLOCK_SPANS + 1):
             yield record_key(tenant, sid, "b", str(block)), None
     if dedup_window > 0:
-        written = min(session.remembered // CHUNK_IDS, chunk_slots(dedup_window))
+        written = min(changes.remembered // CHUNK_IDS, chunk_slots(dedup_window))
         for slot in range(written):
             yield record_key(tenant, sid, "d", str(slot)), None
 
@@ -124,10 +187,12 @@ def clock_record(clock: datetime | None) -> Record:
     return CLOCK_KEY, orjson.dumps({"clock": None if clock is None else clock.isoformat()})
 
 
-def _entries(session: SessionState, start: int, stop: int) -> list[list[Any]]:
+def _entries(
+    session: SessionState, changes: SessionChanges, start: int, stop: int
+) -> list[list[Any]]:
     """``[span id, state]`` of the spans with arrival numbers in [start, stop)."""
     found: list[list[Any]] = []
-    by_arrival = session.by_arrival
+    by_arrival = changes.by_arrival
     for arrival in range(start, stop):
         span_id = by_arrival.get(arrival)
         if span_id is None:
@@ -142,7 +207,7 @@ def _entries(session: SessionState, start: int, stop: int) -> list[list[Any]]:
     return found
 
 
-def _header(session: SessionState) -> bytes:
+def _header(session: SessionState, changes: SessionChanges) -> bytes:
     window = session.drift_window
     return orjson.dumps(
         {
@@ -152,7 +217,7 @@ def _header(session: SessionState) -> bytes:
             "freeze_streak": session.freeze_streak,
             "newest_ts": None if session.newest_ts is None else session.newest_ts.isoformat(),
             "thrash": [session.thrash_streak, session.last_rewrite_turn],
-            "remembered": session.remembered,
+            "remembered": changes.remembered,
             "known_types": sorted(session.known_types),
             "names": [
                 [entry, None] if value is None else [entry, list(value)]
@@ -167,9 +232,9 @@ def _header(session: SessionState) -> bytes:
                 for p in session.drift_streak
             ],
             "drift_consecutive": session.drift_consecutive,
-            "persisted_below": session.persisted_below,
-            "tail": _entries(session, session.persisted_below, session.arrivals + 1),
-            "chunk": session.open_chunk,
+            "persisted_below": changes.persisted_below,
+            "tail": _entries(session, changes, changes.persisted_below, session.arrivals + 1),
+            "chunk": changes.open_chunk,
         }
     )
 
@@ -269,24 +334,28 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
     )
 
 
-def _load_entry(session: SessionState, span_id: str, data: list[Any]) -> None:
+def _load_entry(
+    session: SessionState, changes: SessionChanges, span_id: str, data: list[Any]
+) -> None:
     if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
         keys = tuple(data[3]) if len(data) == 4 else ()
         gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2], keys=keys)
         session.gone[span_id] = gone
-        session.by_arrival[gone.arrival] = span_id
+        changes.by_arrival[gone.arrival] = span_id
     else:
         span = _load_span(span_id, data)
         session.spans[span_id] = span
-        session.by_arrival[span.arrival] = span_id
+        changes.by_arrival[span.arrival] = span_id
 
 
 @dataclass(frozen=True, slots=True)
 class Restored:
-    """What a changelog holds: live sessions, the markers of ended ones, the clock."""
+    """What a changelog holds: live sessions (their changes tracked) and their duplicate
+    windows, the markers of ended ones, the clock."""
 
-    sessions: dict[tuple[str, str], SessionState]
-    markers: dict[tuple[str, str], Marker]
+    sessions: dict[SessionKey, SessionState]
+    windows: dict[SessionKey, DedupWindow]
+    markers: dict[SessionKey, Marker]
     clock: datetime | None
 
 
@@ -315,27 +384,29 @@ def load_sessions(
             clock = None if data["clock"] is None else datetime.fromisoformat(data["clock"])
         else:
             raise ValueError(f"unknown state record kind {kind!r} (key {key!r})")
-    sessions: dict[tuple[str, str], SessionState] = {}
+    sessions: dict[SessionKey, SessionState] = {}
+    windows: dict[SessionKey, DedupWindow] = {}
     for name, header in headers.items():
         if name in markers:
             continue
-        session = SessionState(tenant=name[0], session_id=name[1])
-        _load_header(session, header)
+        changes = SessionChanges()
+        session = SessionState(tenant=name[0], session_id=name[1], changes=changes)
+        _load_header(session, changes, header)
         chunks: dict[int, list[str]] = {}
         for kind, _, data in grouped.get(name, ()):
             if kind == "b":
                 for span_id, state in data:
-                    _load_entry(session, span_id, state)
+                    _load_entry(session, changes, span_id, state)
             else:
                 chunks[data[0]] = data[1]
         for span_id, state in header["tail"]:
-            _load_entry(session, span_id, state)
-        _load_window(session, chunks, dedup_window)
+            _load_entry(session, changes, span_id, state)
+        windows[name] = _load_window(changes, chunks, dedup_window)
         if drop_poisoned:
             session.poisoned_pending = {s.span_id for s in session.spans.values() if s.poisoned}
         session.reindex()
         sessions[name] = session
-    return Restored(sessions, markers, clock)
+    return Restored(sessions, windows, markers, clock)
 
 
 def _marker_of(data: dict[str, Any]) -> Marker | None:
@@ -348,9 +419,9 @@ def _marker_of(data: dict[str, Any]) -> Marker | None:
     return None
 
 
-def _load_window(session: SessionState, chunks: dict[int, list[str]], window: int) -> None:
+def _load_window(changes: SessionChanges, chunks: dict[int, list[str]], window: int) -> DedupWindow:
     """The last ``window`` accepted ids, from the full chunks and the open one."""
-    remembered = session.remembered
+    remembered = changes.remembered
     open_number = remembered // CHUNK_IDS
     numbered: list[str] = []
     first = max(0, remembered - window)
@@ -360,13 +431,14 @@ def _load_window(session: SessionState, chunks: dict[int, list[str]], window: in
             start = number * CHUNK_IDS
             numbered.extend(ids[max(0, first - start) :])
     start = open_number * CHUNK_IDS
-    numbered.extend(session.open_chunk[max(0, first - start) :])
-    recent = session.recent = RecentIds()
+    numbered.extend(changes.open_chunk[max(0, first - start) :])
+    recent = DedupWindow()
     for event_id in numbered[-window:] if window > 0 else ():
         recent.add(event_id, window)
+    return recent
 
 
-def _load_header(session: SessionState, data: dict[str, Any]) -> None:
+def _load_header(session: SessionState, changes: SessionChanges, data: dict[str, Any]) -> None:
     session.last_seq = data["last_seq"]
     session.accepted = data["accepted"]
     session.arrivals = data["arrivals"]
@@ -374,7 +446,7 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     newest = data.get("newest_ts")
     session.newest_ts = None if newest is None else datetime.fromisoformat(newest)
     session.thrash_streak, session.last_rewrite_turn = data.get("thrash", (0, None))
-    session.remembered = data["remembered"]
+    changes.remembered = data["remembered"]
     session.known_types = set(data["known_types"])
     session.names.entries = {
         entry: None if value is None else (value[0], value[1], value[2])
@@ -385,5 +457,5 @@ def _load_header(session: SessionState, data: dict[str, Any]) -> None:
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]
     session.drift_consecutive = data.get("drift_consecutive", len(session.drift_streak))
-    session.persisted_below = data["persisted_below"]
-    session.open_chunk = list(data["chunk"])
+    changes.persisted_below = data["persisted_below"]
+    changes.open_chunk = list(data["chunk"])

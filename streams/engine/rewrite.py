@@ -27,7 +27,13 @@ from spanguard.streams.engine.drift import open_window
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
 from spanguard.streams.engine.referent_index import Mention
-from spanguard.streams.engine.state import BULK_SHARE, SessionState, SpanState, to_digest
+from spanguard.streams.engine.state import (
+    BULK_SHARE,
+    Reshape,
+    SessionState,
+    SpanState,
+    to_digest,
+)
 from spanguard.streams.engine.summaries import emit_summary_faults, inspect_summaries
 
 
@@ -433,75 +439,37 @@ def _mutate(
     holdings: dict[str, Holdings],
     in_order: bool,
 ) -> None:
-    for span in diff.merged + diff.ungated:
-        session.remove_span(span.span_id, event.seq)
-    index = session.referents
-    reheld: list[SpanState] = []
-    if in_order:
-        # Spans whose holdings change leave the referent index under their old order
-        # key; they come back, re-keyed, with their new holdings below.
-        for span_id, new in holdings.items():
-            old = session.spans.get(span_id)
-            if old is not None and (old.holds, old.mentions) != (new.holds, new.mentions):
-                index.remove(span_id, old.order_key, old.holds, old.mentions)
-                reheld.append(old)
-    touched: list[SpanState] = []
-    for entry, span in diff.modified:
-        span.text_sha256 = entry.content_hash
-        span.bound = None
-        touched.append(span)
-    for entry, span in diff.unchanged + diff.modified:
-        parents = span.derived_from if entry.derived_from is None else tuple(entry.derived_from)
-        if span.tokens != entry.tokens or span.derived_from != parents:
-            span.tokens = entry.tokens
-            span.derived_from = parents
-            touched.append(span)
-    spans = session.spans
-    created: list[SpanState] = []
-    for entry, position in zip(diff.created, diff.created_at, strict=True):
-        session.arrivals += 1
-        span = SpanState(
-            span_id=entry.span_id,
-            text_digest=to_digest(entry.content_hash),
-            tokens=entry.tokens,
-            position=position,
-            arrival=session.arrivals,
-            added_seq=event.seq,
-            derived_from=tuple(entry.derived_from or ()),
+    kept = diff.unchanged + diff.modified
+    session.reshape(
+        Reshape(
+            seq=event.seq,
+            removed=[span.span_id for span in diff.merged + diff.ungated],
+            retexted=[(span, entry.content_hash) for entry, span in diff.modified],
+            shaped=[
+                (
+                    span,
+                    entry.tokens,
+                    span.derived_from if entry.derived_from is None else tuple(entry.derived_from),
+                )
+                for entry, span in kept
+            ],
+            created=[
+                SpanState(
+                    span_id=entry.span_id,
+                    text_digest=to_digest(entry.content_hash),
+                    tokens=entry.tokens,
+                    position=position,
+                    arrival=session.next_arrival(),
+                    added_seq=event.seq,
+                    derived_from=tuple(entry.derived_from or ()),
+                )
+                for entry, position in zip(diff.created, diff.created_at, strict=True)
+            ],
+            placed=diff.placed,
+            holdings=holdings,
+            in_order=in_order,
         )
-        spans[entry.span_id] = span
-        gone = session.gone.pop(entry.span_id, None)
-        if gone is not None:
-            session.by_arrival.pop(gone.arrival, None)
-            session.touch(gone.arrival)
-        session.by_arrival[span.arrival] = span.span_id
-        created.append(span)
-    touched += created
-    for position, span in diff.placed:
-        if span.position != position:
-            # Written in place: the key is shared by every index, and with the order
-            # kept each of them stays sorted.
-            span.position = position
-            span.order_key[0] = position
-            touched.append(span)
-    for span_id, held in holdings.items():
-        span = spans[span_id]
-        if (span.holds, span.mentions, span.surfaces) != (
-            held.holds,
-            held.mentions,
-            held.surfaces,
-        ):
-            span.holds, span.mentions, span.surfaces = held.holds, held.mentions, held.surfaces
-            touched.append(span)
-    # Only what changed goes to the changelog (a block per changed span).
-    session.touch_all(touched)
-    if in_order:
-        order = session.order
-        for span in created:
-            order.add(span.order_key)
-        for span in [*reheld, *created]:
-            index.add(span.span_id, span.order_key, span.holds, span.mentions)
-    session.reindex(in_order=in_order)
+    )
 
 
 def _check_referents(

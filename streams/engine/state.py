@@ -1,4 +1,4 @@
-"""Per-(tenant, session) state and the indexes that keep every operation cheap.
+"""Per-(tenant, session) domain state and the indexes that keep every operation cheap.
 
 Nothing here holds span text: spans are known by content hash, referent keys
 by keyed hash. :class:`SessionState` owns the spans and keeps, next to them,
@@ -9,18 +9,23 @@ running sums and sorted indexes so that the gate never rescans the session:
 * ``referents``: who holds which key and type, who mentions them (see
   :mod:`spanguard.streams.engine.referent_index`);
 * running sums of live tokens and bound scores, and the set of stale spans.
+
+What is not the session's domain lives apart: the duplicate window
+(:mod:`~spanguard.streams.engine.dedup`), the changelog's bookkeeping
+(:mod:`~spanguard.streams.engine.changes`, told of each changed span through
+:class:`ChangeLog`) and the markers of ended sessions
+(:mod:`~spanguard.streams.engine.markers`).
 """
 
 from __future__ import annotations
 
-from array import array
+import sys
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from sortedcontainers import SortedList
+from typing import Any, Protocol
 
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Mention, OrderKey, ReferentIndex
@@ -66,43 +71,157 @@ class BoundScore:
 
 
 @dataclass(slots=True)
-class SpanState:
-    """What the engine knows of one live span (hashes only, never text)."""
+class SpanExtra:
+    """What few spans have: a span without any of it keeps none (64 B less)."""
 
-    span_id: str
-    text_digest: Digest
-    """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
-    :attr:`text_sha256`)."""
-    tokens: int
-    position: int
-    arrival: int
-    added_seq: int
     derived_from: tuple[str, ...] = ()
-    stale_rewrites: int = 0
-    poisoned: bool = False
-    bound: BoundScore | None = None
-    holds: tuple[tuple[str, str], ...] = ()
-    """(key hash, type) pairs of the entities this span holds."""
-    mentions: tuple[Mention, ...] = ()
     surfaces: tuple[tuple[str, str], ...] = ()
-    """(key hash, surface) of what it holds, only with ``emit_surfaces``."""
-    role: str | None = None
     protected: bool = False
-    """Contract 1.2: never evicted, never rewritten (set by ``span.added`` only)."""
-    calls: tuple[str, ...] = ()
-    """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only)."""
-    answers: str | None = None
-    """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
-    its maker or an answer, are one tool pair group."""
+    poisoned: bool = False
+
+
+_NO_EXTRA = SpanExtra()
+"""What a span without an extra reads (never written: a span writes its own)."""
+
+
+class SpanState:
+    """What the engine knows of one live span (hashes only, never text).
+
+    Its position and arrival number are those of its :attr:`order_key` (one copy, shared
+    by every index), and the fields few spans have (lineage, surfaces, the two flags)
+    are in one optional :class:`SpanExtra`: a span is 13 slots, 136 B, where a slot per
+    field cost 176. Changed only through :class:`SessionState`, which keeps the indexes
+    in step.
+    """
+
+    __slots__ = (
+        "added_seq",
+        "answers",
+        "bound",
+        "calls",
+        "extra",
+        "holds",
+        "mentions",
+        "order_key",
+        "role",
+        "span_id",
+        "stale_rewrites",
+        "text_digest",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        span_id: str,
+        text_digest: Digest,
+        tokens: int,
+        position: int,
+        arrival: int,
+        added_seq: int,
+        derived_from: tuple[str, ...] = (),
+        stale_rewrites: int = 0,
+        poisoned: bool = False,
+        bound: BoundScore | None = None,
+        holds: tuple[tuple[str, str], ...] = (),
+        mentions: tuple[Mention, ...] = (),
+        surfaces: tuple[tuple[str, str], ...] = (),
+        role: str | None = None,
+        protected: bool = False,
+        calls: tuple[str, ...] = (),
+        answers: str | None = None,
+    ) -> None:
+        self.span_id = span_id
+        self.text_digest = text_digest
+        """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
+        :attr:`text_sha256`)."""
+        self.tokens = tokens
+        self.order_key: OrderKey = [position, arrival, span_id]
+        """This span's place in the context order: ``[position, arrival, span id]``, one
+        list shared by every index (see
+        :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
+        self.added_seq = added_seq
+        self.stale_rewrites = stale_rewrites
+        self.bound = bound
+        self.holds = holds
+        """(key hash, type) pairs of the entities this span holds."""
+        self.mentions = mentions
+        """What the span refers to without holding it."""
+        # A handful of roles, each decoded into a string of its own: one object each.
+        self.role = None if role is None else sys.intern(role)
+        self.calls = calls
+        """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only)."""
+        self.answers = answers
+        """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
+        its maker or an answer, are one tool pair group."""
+        extra = SpanExtra(derived_from, surfaces, protected, poisoned)
+        self.extra: SpanExtra | None = None if extra == _NO_EXTRA else extra
+
+    def _fields(self) -> tuple[object, ...]:
+        extra = self.extra
+        return (
+            self.span_id,
+            self.text_digest,
+            self.tokens,
+            self.order_key,
+            self.added_seq,
+            self.stale_rewrites,
+            self.bound,
+            self.holds,
+            self.mentions,
+            self.role,
+            self.calls,
+            self.answers,
+            _NO_EXTRA if extra is None else extra,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SpanState):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"SpanState{self._fields()!r}"
+
+    @property
+    def position(self) -> int:
+        """The span's place in the context, as the harness numbered it."""
+        return int(self.order_key[0])
+
+    @property
+    def arrival(self) -> int:
+        """The span's arrival number in its session (where its state record lives)."""
+        return int(self.order_key[1])
 
     @property
     def text_sha256(self) -> str:
         """The sha256 of the span's text, in hex."""
         return to_hex(self.text_digest)
 
-    @text_sha256.setter
-    def text_sha256(self, sha256_hex: str) -> None:
-        self.text_digest = to_digest(sha256_hex)
+    @property
+    def derived_from(self) -> tuple[str, ...]:
+        """The spans this one was written from."""
+        extra = self.extra
+        return () if extra is None else extra.derived_from
+
+    @property
+    def surfaces(self) -> tuple[tuple[str, str], ...]:
+        """(key hash, surface) of what it holds, only with ``emit_surfaces``."""
+        extra = self.extra
+        return () if extra is None else extra.surfaces
+
+    @property
+    def protected(self) -> bool:
+        """Contract 1.2: never evicted, never rewritten (set by ``span.added`` only)."""
+        extra = self.extra
+        return extra is not None and extra.protected
+
+    @property
+    def poisoned(self) -> bool:
+        """Rewritten ``poisoned_at`` times without a new score (``POISONED_SPAN``)."""
+        extra = self.extra
+        return extra is not None and extra.poisoned
 
     @property
     def call_ids(self) -> tuple[str, ...]:
@@ -111,12 +230,12 @@ class SpanState:
             return self.calls
         return (*self.calls, self.answers)
 
-    order_key: OrderKey = field(init=False, repr=False, compare=False)
-    """This span's place in the context order: ``[position, arrival, span id]``, one
-    list shared by every index (see :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
-
-    def __post_init__(self) -> None:
-        self.order_key = [self.position, self.arrival, self.span_id]
+    def _extra(self) -> SpanExtra:
+        """The span's own extra, made when it needs one."""
+        extra = self.extra
+        if extra is None:
+            extra = self.extra = SpanExtra()
+        return extra
 
 
 @dataclass(slots=True)
@@ -132,12 +251,6 @@ class GoneSpan:
     ``SUMMARY_LOST_KEYS``)."""
 
 
-BLOCK_SPANS = 8
-"""Spans per state block: spans are persisted in blocks of consecutive arrivals."""
-TAIL_SPANS = 4
-"""Newest spans kept in the session header until this many gather (then a block write)."""
-CHUNK_IDS = 16
-"""Duplicate-window ids per chunk record; the open chunk travels in the header."""
 BULK_SHARE = 5
 """Work on more than 1/BULK_SHARE of a session's live spans is done in one pass over
 the session (as a rescan would) instead of one indexed step per span: measured on a
@@ -179,53 +292,71 @@ class DriftPoint:
 ScoreKey = tuple[float, int, str]
 
 
-class RecentIds:
-    """The duplicate window: the last accepted event ids of a session, kept as 64-bit
-    digests (8 bytes each, in two flat arrays) instead of the strings.
+class ChangeLog(Protocol):
+    """Who is told which spans changed, by arrival number (persistence's change
+    tracking, :class:`~spanguard.streams.engine.changes.SessionChanges`, when the engine
+    keeps a changelog)."""
 
-    ``ring`` holds the digests in the order they were accepted (a circular buffer
-    once the window is full, the oldest at ``head``), ``ordered`` the same digests
-    sorted, for a binary search. The digest is Python's own ``hash()`` of the id
-    (SipHash, seeded per process): free, because a string caches its hash, and never
-    persisted, since the changelog keeps the ids themselves and a restore digests them
-    again. Two different ids of one window share a digest with a probability of about
-    ``window / 2**64`` per event (5e-16 for 10,000): such an id would be taken for a
-    duplicate. Costs 16 bytes per id where the strings and their set cost ~120.
-    """
+    def touch(self, arrival: int) -> None:
+        """The span of ``arrival`` changed."""
 
-    __slots__ = ("head", "ordered", "ring")
+    def touch_many(self, arrivals: Iterable[int]) -> None:
+        """The spans of ``arrivals`` changed."""
 
-    def __init__(self) -> None:
-        self.ring = array("q")
-        self.ordered = array("q")
-        self.head = 0
+    def place(self, arrival: int, span_id: str) -> None:
+        """A span took ``arrival``."""
 
-    def __contains__(self, event_id: str) -> bool:
-        digest = hash(event_id)
-        ordered = self.ordered
-        at = bisect_left(ordered, digest)
-        return at < len(ordered) and ordered[at] == digest
+    def vacate(self, arrival: int) -> None:
+        """The span of ``arrival`` is forgotten or came back under a new arrival."""
 
-    def __len__(self) -> int:
-        return len(self.ring)
 
-    def add(self, event_id: str, window: int) -> None:
-        """Enter an id; past ``window`` ids the oldest leaves."""
-        digest = hash(event_id)
-        ring, ordered = self.ring, self.ordered
-        if len(ring) < window:
-            ring.append(digest)
-        else:
-            head = self.head
-            del ordered[bisect_left(ordered, ring[head])]
-            ring[head] = digest
-            self.head = (head + 1) % window
-        insort(ordered, digest)
+class Held(Protocol):
+    """A span's new holdings (``holdings.Holdings``)."""
+
+    @property
+    def holds(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def mentions(self) -> tuple[Mention, ...]: ...
+    @property
+    def surfaces(self) -> tuple[tuple[str, str], ...]: ...
+
+
+@dataclass(slots=True)
+class Reshape:
+    """What a ``context.rewritten`` changes in the live set, as ``rewrite.py`` found it;
+    :meth:`SessionState.reshape` applies it."""
+
+    seq: int
+    removed: list[str]
+    """Spans merged or evicted without a successor, in order."""
+    retexted: list[tuple[SpanState, str]]
+    """Spans with a new text (its sha256, hex): their bound scores no longer hold."""
+    shaped: list[tuple[SpanState, int, tuple[str, ...]]]
+    """Every span kept, with its tokens and ``derived_from`` after the rewrite."""
+    created: list[SpanState]
+    placed: list[tuple[int, SpanState]]
+    """Each span live before and after, with its new position, in the new order."""
+    holdings: Mapping[str, Held]
+    """New holdings, by span id (only spans whose holdings may change)."""
+    in_order: bool
+    """The spans kept keep their relative order (see :meth:`SessionState.reindex`)."""
+
+
+_NONE: frozenset[str] = frozenset()
+"""The value of a span-id set while it is empty (an empty set costs 216 B a session,
+and most sessions never have a stale, poisoned or protected span)."""
 
 
 @dataclass(slots=True)
 class SessionState:
-    """All state of one (tenant, session)."""
+    """The domain state of one (tenant, session) and the indexes over it.
+
+    The duplicate window (:mod:`spanguard.streams.engine.dedup`), the change tracking of
+    persistence (:mod:`spanguard.streams.engine.changes`) and the markers of ended
+    sessions (:mod:`spanguard.streams.engine.markers`) are kept apart; what changes here
+    is told to :attr:`changes`, when a changelog is kept. Spans and indexes change only
+    through the methods below.
+    """
 
     tenant: str
     session_id: str
@@ -238,28 +369,22 @@ class SessionState:
     known_types: set[str] = field(default_factory=set)
     names: NameBook = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
-    recent: RecentIds = field(default_factory=RecentIds)
-    """The duplicate window (digests of the last accepted ids)."""
-    remembered: int = 0
-    open_chunk: list[str] = field(default_factory=list)
-    """Accepted ids since the last full chunk (``remembered % CHUNK_IDS`` of them)."""
-    done_chunks: dict[int, list[str]] = field(default_factory=dict)
-    """Chunks filled since the last drain, by chunk number (to be written)."""
-    by_arrival: dict[int, str] = field(default_factory=dict)
-    """Arrival number -> span id, for live and gone spans (what each block holds)."""
-    persisted_below: int = 0
-    """Arrivals below this live in block records; newer ones in the header's tail."""
-    dirty_blocks: set[int] = field(default_factory=set)
-    """Blocks changed since the last drain."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)
     """The last ``drift_series_points`` points of the current drift streak."""
     drift_consecutive: int = 0
     """Drifting rewrites in a row (the whole streak, however long)."""
-    order: SortedList = field(default_factory=SortedList)
-    scores: dict[str | None, SortedList] = field(default_factory=dict)
-    stale: set[str] = field(default_factory=set)
-    poisoned_pending: set[str] = field(default_factory=set)
+    order: list[OrderKey] = field(default_factory=list)
+    """Live spans' order keys, sorted (a plain list: a new span mostly comes last, and
+    a removal from the middle is one C ``memmove``; a sorted-list object costs ~300 B
+    a session even when small)."""
+    scores: dict[str | None, list[ScoreKey]] = field(default_factory=dict)
+    """Per query, the ranked spans' ``(score, position, span id)``, sorted (plain lists
+    too)."""
+    stale: AbstractSet[str] = _NONE
+    """Live spans with ``stale_rewrites > 0`` that gate (not dropped poisoned ones)."""
+    poisoned_pending: AbstractSet[str] = _NONE
+    """Poisoned spans waiting to be dropped (``poisoned: drop``)."""
     children: dict[str, list[str]] = field(default_factory=dict)
     """Span id -> the live spans citing it in ``derived_from`` (lists, not sets: a span
     has a child or two, and a one-item list costs a quarter of a set)."""
@@ -269,57 +394,76 @@ class SessionState:
     bound_count: int = 0
     call_spans: dict[str, list[str]] = field(default_factory=dict)
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
-    protected: set[str] = field(default_factory=set)
+    protected: AbstractSet[str] = _NONE
     """Live protected spans."""
     newest_ts: datetime | None = None
     """The ``ts`` of the newest event processed (idle expiry, contract 1.2)."""
     thrash_streak: int = 0
     """Thin rewrites in a row, each close to the one before (``COMPACTION_THRASHING``)."""
     last_rewrite_turn: int | None = None
+    changes: ChangeLog | None = field(default=None, repr=False, compare=False)
+    """Told of every span that changes (None: no changelog is kept)."""
+
+    # -- change tracking ---------------------------------------------------
+
+    def _touch(self, arrival: int) -> None:
+        changes = self.changes
+        if changes is not None:
+            changes.touch(arrival)
+
+    def _touch_all(self, spans: Iterable[SpanState]) -> None:
+        changes = self.changes
+        if changes is not None:
+            changes.touch_many(span.arrival for span in spans)
 
     # -- span membership -------------------------------------------------
 
-    def touch(self, arrival: int) -> None:
-        """Mark the state record holding the span of ``arrival`` as changed (spans in
-        the header's tail need nothing: the header is written with every change)."""
-        if arrival < self.persisted_below:
-            self.dirty_blocks.add(arrival // BLOCK_SPANS)
-
-    def touch_all(self, spans: Iterable[SpanState]) -> None:
-        """:meth:`touch` for each of ``spans`` (a rewrite may move every span)."""
-        below = self.persisted_below
-        self.dirty_blocks.update(
-            {span.arrival // BLOCK_SPANS for span in spans if span.arrival < below}
-        )
+    def next_arrival(self) -> int:
+        """The arrival number of a span about to be added or created."""
+        self.arrivals += 1
+        return self.arrivals
 
     def add_span(self, span: SpanState) -> None:
         """Make ``span`` live and enter it in every index."""
-        gone = self.gone.pop(span.span_id, None)
-        if gone is not None:
-            self.by_arrival.pop(gone.arrival, None)
-            self.touch(gone.arrival)
-        self.by_arrival[span.arrival] = span.span_id
-        self.touch(span.arrival)
+        self._admit(span)
         self._enter(span)
 
-    def _enter(self, span: SpanState) -> None:
+    def _admit(self, span: SpanState) -> None:
+        # Live, by id (the indexes are the caller's): a span that left before and comes
+        # back under a new arrival is no longer gone.
+        gone = self.gone.pop(span.span_id, None)
+        changes = self.changes
+        if changes is not None:
+            if gone is not None:
+                changes.vacate(gone.arrival)
+            changes.place(span.arrival, span.span_id)
         self.spans[span.span_id] = span
-        self.order.add(span.order_key)
+
+    def _enter(self, span: SpanState) -> None:
+        key = span.order_key
+        order = self.order
+        if not order or order[-1] < key:
+            order.append(key)  # the common case: a new span comes last
+        else:
+            insort(order, key)
         self.live_tokens += span.tokens
-        for parent in span.derived_from:
-            _link(self.children, parent, span.span_id)
-        self.referents.add(span.span_id, span.order_key, span.holds, span.mentions)
-        self._index_score(span)
-        self._track_stale(span)
+        extra = span.extra
+        if extra is not None:
+            for parent in extra.derived_from:
+                _link(self.children, parent, span.span_id)
+            if extra.protected:
+                self.protected = _added(self.protected, span.span_id)
         for call in span.call_ids:
             _link(self.call_spans, call, span.span_id)
-        if span.protected:
-            self.protected.add(span.span_id)
+        self.referents.add(span.span_id, key, span.holds, span.mentions)
+        self._index_score(span)
+        self._track_stale(span)
 
     def _unlink_calls(self, span: SpanState) -> None:
         for call in span.call_ids:
             _unlink(self.call_spans, call, span.span_id)
-        self.protected.discard(span.span_id)
+        if span.protected:
+            self.protected = _without(self.protected, (span.span_id,))
 
     def group(self, span_id: str) -> list[str]:
         """The live spans of ``span_id``'s tool pair group (linked through shared call
@@ -340,7 +484,7 @@ class SessionState:
     def remove_span(self, span_id: str, seq: int) -> SpanState:
         """Take a live span out of every index and remember it as gone at ``seq``."""
         span = self.spans.pop(span_id)
-        self.order.remove(span.order_key)
+        _remove(self.order, span.order_key)
         self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
         self._unindex_score(span)
         self._leave(span, seq)
@@ -352,11 +496,12 @@ class SessionState:
         span_id = span.span_id
         self.live_tokens -= span.tokens
         self._unlink_child(span)
-        self.stale.discard(span_id)
-        self.poisoned_pending.discard(span_id)
+        leaving = (span_id,)
+        self.stale = _without(self.stale, leaving)
+        self.poisoned_pending = _without(self.poisoned_pending, leaving)
         self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
         self._unlink_calls(span)
-        self.touch(span.arrival)
+        self._touch(span.arrival)
 
     def _unlink_child(self, span: SpanState) -> None:
         # A parent no live span cites any more leaves ``children``.
@@ -389,23 +534,22 @@ class SessionState:
                 bound_sum -= bound.score
                 bound_count -= 1
             live_tokens -= span.tokens
-            if span.derived_from:
+            if span.extra is not None or span.calls or span.answers is not None:
                 self._unlink_child(span)
-            if span.call_ids or span.protected:
                 self._unlink_calls(span)
             gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
-        self.touch_all(removed)
+        self._touch_all(removed)
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)
-        self.stale.difference_update(leaving)
-        pending.difference_update(leaving)
-        self.order = SortedList([key for key in self.order if key[2] not in leaving])
+        self.stale = _without(self.stale, leaving)
+        self.poisoned_pending = _without(pending, leaving)
+        self.order = [key for key in self.order if key[2] not in leaving]
         for query, ranked in list(self.scores.items()):
             kept = [key for key in ranked if key[2] not in leaving]
             if len(kept) == len(ranked):
                 continue
             if kept:
-                self.scores[query] = SortedList(kept)
+                self.scores[query] = kept
             else:
                 del self.scores[query]
         self.referents.remove_many(removed)
@@ -419,10 +563,67 @@ class SessionState:
         if not limit or len(gone) <= limit + limit // GONE_SLACK:
             return
         oldest = sorted(gone.items(), key=lambda item: (item[1].seq, item[1].arrival))
+        changes = self.changes
         for span_id, left in oldest[: len(gone) - limit]:
             del gone[span_id]
-            self.by_arrival.pop(left.arrival, None)
-            self.touch(left.arrival)
+            if changes is not None:
+                changes.vacate(left.arrival)
+
+    # -- rewrites --------------------------------------------------------
+
+    def reshape(self, change: Reshape) -> None:
+        """Apply what a rewrite changes, then bring every index up to date."""
+        for span_id in change.removed:
+            self.remove_span(span_id, change.seq)
+        spans = self.spans
+        index = self.referents
+        reheld: list[SpanState] = []
+        if change.in_order:
+            # Spans whose holdings change leave the referent index under their old order
+            # key; they come back, re-keyed, with their new holdings below.
+            for span_id, new in change.holdings.items():
+                old = spans.get(span_id)
+                if old is not None and (old.holds, old.mentions) != (new.holds, new.mentions):
+                    index.remove(span_id, old.order_key, old.holds, old.mentions)
+                    reheld.append(old)
+        touched: list[SpanState] = []
+        for span, sha256_hex in change.retexted:
+            span.text_digest = to_digest(sha256_hex)
+            span.bound = None  # the rankings are rebuilt below
+            touched.append(span)
+        for span, tokens, parents in change.shaped:
+            if span.tokens != tokens or span.derived_from != parents:
+                span.tokens = tokens
+                if span.derived_from != parents:
+                    span._extra().derived_from = parents
+                touched.append(span)
+        for span in change.created:
+            self._admit(span)
+        for position, span in change.placed:
+            if span.position != position:
+                # Written in place: the key is shared by every index, and with the order
+                # kept each of them stays sorted.
+                span.order_key[0] = position
+                touched.append(span)
+        for span_id, held in change.holdings.items():
+            span = spans[span_id]
+            if (span.holds, span.mentions, span.surfaces) != (
+                held.holds,
+                held.mentions,
+                held.surfaces,
+            ):
+                span.holds, span.mentions = held.holds, held.mentions
+                if span.surfaces != held.surfaces:
+                    span._extra().surfaces = held.surfaces
+                touched.append(span)
+        # Only what changed goes to the changelog (a block per changed span).
+        self._touch_all(touched)
+        if change.in_order:
+            for span in change.created:
+                insort(self.order, span.order_key)
+            for span in [*reheld, *change.created]:
+                index.add(span.span_id, span.order_key, span.holds, span.mentions)
+        self.reindex(in_order=change.in_order)
 
     # -- scores ----------------------------------------------------------
 
@@ -431,21 +632,21 @@ class SessionState:
         self._unindex_score(span)
         span.bound = bound
         self._index_score(span)
-        self.touch(span.arrival)
+        self._touch(span.arrival)
 
     def set_counter(self, span: SpanState, value: int) -> None:
         """Set a span's rewrite counter and keep the stale set in step."""
         span.stale_rewrites = value
         self._track_stale(span)
-        self.touch(span.arrival)
+        self._touch(span.arrival)
 
     def mark_poisoned(self, span: SpanState, drop: bool) -> None:
         """Poison a span; with ``drop`` it stops holding the gate and waits to be dropped."""
-        span.poisoned = True
-        self.touch(span.arrival)
+        span._extra().poisoned = True
+        self._touch(span.arrival)
         if drop:
             self._unindex_score(span)
-            self.poisoned_pending.add(span.span_id)
+            self.poisoned_pending = _added(self.poisoned_pending, span.span_id)
             self._track_stale(span)
             self._index_score(span)
 
@@ -454,9 +655,9 @@ class SessionState:
 
     def _track_stale(self, span: SpanState) -> None:
         if self._gates(span):
-            self.stale.add(span.span_id)
-        else:
-            self.stale.discard(span.span_id)
+            self.stale = _added(self.stale, span.span_id)
+        elif span.span_id in self.stale:
+            self.stale = _without(self.stale, (span.span_id,))
 
     def _ranked(self, span: SpanState) -> bool:
         return span.bound is not None and span.span_id not in self.poisoned_pending
@@ -466,9 +667,12 @@ class SessionState:
             return
         bound = span.bound
         assert bound is not None
-        self.scores.setdefault(bound.query_sha256, SortedList()).add(
-            (bound.score, span.position, span.span_id)
-        )
+        key = (bound.score, span.position, span.span_id)
+        ranked = self.scores.get(bound.query_sha256)
+        if ranked is None:
+            self.scores[bound.query_sha256] = [key]
+        else:
+            insort(ranked, key)
         self.bound_sum += bound.score
         self.bound_count += 1
 
@@ -478,7 +682,7 @@ class SessionState:
         bound = span.bound
         assert bound is not None
         ranked = self.scores[bound.query_sha256]
-        ranked.remove((bound.score, span.position, span.span_id))
+        _remove(ranked, (bound.score, span.position, span.span_id))
         if not ranked:
             del self.scores[bound.query_sha256]
         self.bound_sum -= bound.score
@@ -496,7 +700,7 @@ class SessionState:
         the same decision: adjacency skips over them)."""
         found: list[str] = []
         order = self.order
-        at = self.order.index(span.order_key)
+        at = bisect_left(order, span.order_key)
         before = at - 1
         while before >= 0 and order[before][2] in leaving:
             before -= 1
@@ -510,24 +714,6 @@ class SessionState:
         found.extend(p for p in span.derived_from if p in self.spans and p not in leaving)
         found.extend(c for c in self.children.get(span.span_id, ()) if c not in leaving)
         return found
-
-    # -- duplicate window ------------------------------------------------
-
-    def remember(self, event_id: str, window: int) -> None:
-        """Enter an accepted event id in the bounded duplicate window."""
-        if window <= 0:
-            return
-        self.remembered += 1
-        self.open_chunk.append(event_id)
-        if len(self.open_chunk) == CHUNK_IDS:
-            self.done_chunks[self.remembered // CHUNK_IDS - 1] = self.open_chunk
-            self.open_chunk = []
-        self.recent.add(event_id, window)
-
-    def forget_changes(self) -> None:
-        """Drop the marks of what changed (when no changelog is kept)."""
-        self.dirty_blocks.clear()
-        self.done_chunks.clear()
 
     def reindex(self, *, in_order: bool = False) -> None:
         """Rebuild every index from ``spans`` (after a rewrite re-positions spans,
@@ -547,14 +733,20 @@ class SessionState:
         ranked: dict[str | None, list[ScoreKey]] = {}
         stale: set[str] = set()
         children: dict[str, list[str]] = {}
+        call_spans: dict[str, list[str]] = {}
+        protected: set[str] = set()
         live_tokens = 0
         bound_sum = 0.0
         bound_count = 0
         for span in spans:
             live_tokens += span.tokens
             span_id = span.span_id
-            for parent in span.derived_from:
-                _link(children, parent, span_id)
+            extra = span.extra
+            if extra is not None:
+                for parent in extra.derived_from:
+                    _link(children, parent, span_id)
+                if extra.protected:
+                    protected.add(span_id)
             bound = span.bound
             if bound is not None and span_id not in pending:
                 ranked.setdefault(bound.query_sha256, []).append(
@@ -564,21 +756,44 @@ class SessionState:
                 bound_count += 1
             if span.stale_rewrites > 0 and span_id not in pending:
                 stale.add(span_id)
-        if not in_order:
-            self.order = SortedList([span.order_key for span in spans])
-            self.referents = ReferentIndex.build(spans)
-        self.scores = {query: SortedList(keys) for query, keys in ranked.items()}
-        self.stale = stale
-        self.children = children
-        call_spans: dict[str, list[str]] = {}
         for span in spans:
             for call in span.call_ids:
                 _link(call_spans, call, span.span_id)
+        if not in_order:
+            self.order = sorted([span.order_key for span in spans])
+            self.referents = ReferentIndex.build(spans)
+        self.scores = {query: sorted(keys) for query, keys in ranked.items()}
+        self.stale = stale or _NONE
+        self.children = children
         self.call_spans = call_spans
-        self.protected = {span.span_id for span in spans if span.protected}
+        self.protected = protected or _NONE
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count
+
+
+def _added(members: AbstractSet[str], member: str) -> AbstractSet[str]:
+    """``members`` with ``member`` in it: the set itself, or a new one for the empty
+    placeholder."""
+    if isinstance(members, set):
+        members.add(member)
+        return members
+    return {member}
+
+
+def _without(members: AbstractSet[str], leaving: Iterable[str]) -> AbstractSet[str]:
+    """``members`` without ``leaving`` (the set itself, changed; the placeholder stays)."""
+    if isinstance(members, set):
+        members.difference_update(leaving)
+    return members
+
+
+def _remove(ordered: list[Any], key: object) -> None:
+    """Take ``key`` out of a sorted list that holds it."""
+    at = bisect_left(ordered, key)
+    if at == len(ordered) or ordered[at] != key:
+        raise ValueError(f"{key!r} is not in the index")
+    del ordered[at]
 
 
 def _link(index: dict[str, list[str]], name: str, member: str) -> None:

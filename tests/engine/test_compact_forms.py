@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,8 +13,9 @@ from spanguard.schemas import text_sha256
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds
 from spanguard.streams.engine.names import NameBook
+from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.referents import scan_text
-from spanguard.streams.engine.state import SpanState, to_digest, to_hex
+from spanguard.streams.engine.state import SpanExtra, SpanState, to_digest, to_hex
 
 
 @given(st.binary(max_size=64))
@@ -37,7 +39,7 @@ def test_upper_case_hex_is_not_lowered() -> None:
     assert to_digest(sha) == sha
 
 
-def test_a_span_reads_and_writes_its_hash_in_hex() -> None:
+def test_a_span_reads_its_hash_in_hex() -> None:
     span = SpanState(
         span_id="s1",
         text_digest=to_digest(text_sha256("a")),
@@ -48,8 +50,46 @@ def test_a_span_reads_and_writes_its_hash_in_hex() -> None:
     )
     assert span.text_sha256 == text_sha256("a")
     assert isinstance(span.text_digest, bytes)
-    span.text_sha256 = text_sha256("b")
-    assert span.text_digest == bytes.fromhex(text_sha256("b"))
+
+
+OPTIONAL = {
+    "derived_from": st.lists(st.sampled_from(["p1", "p2"]), max_size=2).map(tuple),
+    "mentions": st.lists(st.builds(Mention, key=st.sampled_from([None, "k"])), max_size=2).map(
+        tuple
+    ),
+    "surfaces": st.lists(st.tuples(st.just("k"), st.text(max_size=3)), max_size=2).map(tuple),
+    "calls": st.lists(st.sampled_from(["c1", "c2"]), max_size=2).map(tuple),
+    "answers": st.sampled_from([None, "c1"]),
+    "protected": st.booleans(),
+    "poisoned": st.booleans(),
+}
+
+
+@given(st.fixed_dictionaries({}, optional=OPTIONAL), st.integers(0, 99), st.integers(1, 99))
+def test_a_span_gives_back_every_field_and_keeps_an_extra_only_when_it_needs_one(
+    fields: dict[str, Any], position: int, arrival: int
+) -> None:
+    span = SpanState("s1", b"d" * 32, 3, position, arrival, 7, role="user", **fields)
+    for name, default in (
+        ("derived_from", ()),
+        ("mentions", ()),
+        ("surfaces", ()),
+        ("calls", ()),
+        ("answers", None),
+        ("protected", False),
+        ("poisoned", False),
+    ):
+        assert getattr(span, name) == fields.get(name, default)
+    assert (span.position, span.arrival, span.span_id) == tuple(span.order_key)
+    has_any = any(
+        fields.get(name) for name in ("derived_from", "surfaces", "protected", "poisoned")
+    )
+    assert (span.extra is not None) == has_any
+    # A span without an extra equals one whose extra holds nothing, and only that.
+    inline = {k: v for k, v in fields.items() if k in ("mentions", "calls", "answers")}
+    bare = SpanState("s1", b"d" * 32, 3, position, arrival, 7, role="user", **inline)
+    bare.extra = SpanExtra()
+    assert (span == bare) == (not has_any)
 
 
 def test_a_cached_scan_equals_a_fresh_one_and_shares_its_words() -> None:

@@ -14,6 +14,7 @@ from spanguard.schemas import (
     RejectReason,
 )
 from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.changes import SessionChanges
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript
@@ -126,12 +127,14 @@ def churn(spans: int, evict_every: int = 1) -> SessionScript:
 
 
 def test_gone_spans_are_bounded_and_the_oldest_are_forgotten() -> None:
-    engine = Engine(EngineSettings(max_gone_spans=8))
+    engine = Engine(EngineSettings(max_gone_spans=8), track_changes=True)
     feed(engine, churn(40).lines())
     state = engine.session("acme", "s1")
     assert state is not None
     assert 8 <= len(state.gone) <= 9  # the bound plus its slack (one eighth)
-    assert set(state.by_arrival.values()) == set(state.gone) | set(state.spans)
+    changes = state.changes
+    assert isinstance(changes, SessionChanges)
+    assert set(changes.by_arrival.values()) == set(state.gone) | set(state.spans)
     assert "s39" in state.gone and "s0" not in state.gone
     # A forgotten span is unknown, a remembered one already evicted.
     s = SessionScript()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from spanguard.schemas import FaultKind, IntegrityFault
 from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.changes import SessionChanges
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.rewrite import resolve_in_order
@@ -35,20 +36,29 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
         state.bound_sum,
         state.bound_count,
         state.poisoned_pending,
-        state.dirty_blocks,
+        None if state.changes is None else _dirty(state),
     )
+
+
+def _dirty(state: SessionState) -> set[int]:
+    changes = state.changes
+    assert isinstance(changes, SessionChanges)
+    return changes.dirty_blocks
 
 
 @settings(max_examples=100, deadline=None)
 @given(actions(), st.data())
 def test_bulk_removal_equals_one_by_one(script_actions: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
-    engine = Engine()
+    engine = Engine(track_changes=True)
     for i, line in enumerate(build(script_actions).lines()):
         engine.process_raw(line, Source("t", 0, i))
+    engine.drain_changes()
     state = engine.session("acme", "s1")
     if state is None or not state.spans:
         return
-    state.persisted_below = data.draw(st.integers(0, state.arrivals + 1))
+    changes = state.changes
+    assert isinstance(changes, SessionChanges)
+    changes.persisted_below = data.draw(st.integers(0, state.arrivals + 1))
     removal = data.draw(st.lists(st.sampled_from(sorted(state.spans)), unique=True))
     one, bulk = copy.deepcopy(state), copy.deepcopy(state)
     one.remove_spans(removal, 99, bulk=False)

@@ -160,7 +160,12 @@ last word of a name."""
 _PLAIN = GREETINGS | _STOP
 """Words that start no name when capitalised."""
 
-_NOT_DISTINCTIVE = ORDINARY_WORDS | _PLAIN
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# Words under three letters are never distinctive: the ASCII ones are listed, so that
+# the set difference drops them in C.
+_NOT_DISTINCTIVE = (
+    ORDINARY_WORDS | _PLAIN | set(_LETTERS) | {a + b for a in _LETTERS for b in _LETTERS}
+)
 
 # A word: letters and digits. Apostrophes split words ("Christ's" -> "Christ", "s").
 _WORD = re.compile(r"[^\W_]{1,64}+")
@@ -305,8 +310,11 @@ def _is_cased(words: Sequence[Word]) -> bool:
 def _distinctive_words(seen: frozenset[str]) -> frozenset[str]:
     """The text's distinctive words: alphabetic, 3+ letters, not ordinary vocabulary,
     not function words or greetings (set differences, in C)."""
-    unknown = seen - _NOT_DISTINCTIVE
-    return frozenset(word for word in unknown if len(word) >= 3 and word.isalpha())
+    # ``filter`` with a C predicate: most unknown words are numbers, dropped in C.
+    alphabetic = frozenset(filter(str.isalpha, seen - _NOT_DISTINCTIVE))
+    if alphabetic and min(map(len, alphabetic)) < 3:
+        return frozenset(word for word in alphabetic if len(word) >= 3)
+    return alphabetic
 
 
 def _head(folded: str) -> bool:
@@ -628,19 +636,32 @@ def distinctive_part(folded: list[str]) -> str:
     return " ".join(part) if _may_stand_alone(part) else ""
 
 
+def _unlabelled(text: str, distinct: frozenset[str]) -> bool:
+    """Whether a distinctive word of 4+ letters may be a name alone: one seen only as a
+    label (``lookup: ...``, every time directly before a colon) is not (see
+    :meth:`_Finder._label`). The test counts substrings, so it may only err towards
+    True: a text that passes it still goes through every rule."""
+    long_words = [word for word in distinct if len(word) >= 4]
+    if not long_words or not text.isascii():
+        return bool(long_words)
+    lowered = text.lower()
+    return any(lowered.count(word) != lowered.count(word + ":") for word in long_words)
+
+
 def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bool:
     """Whether anything in the text could start a name: a capitalised word inside a
     sentence or two in a row, a distinctive word, ``called`` and its kin, ``vs``.
     Set operations and one regex, all in C: most texts of an agent's context end
     here."""
     # A distinctive word of 4+ letters is a name alone; one of 3 needs a head noun.
-    if distinct and (folded & HEAD_NOUNS or any(len(word) >= 4 for word in distinct)):
+    if distinct and (folded & HEAD_NOUNS or _unlabelled(text, distinct)):
         return True
     if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
         return True
     # A capitalised word inside a sentence (not a greeting, day, month or function
     # word: "The customer has waited since Monday" starts no name).
-    return any(match.casefold() not in _PLAIN for match in _CAPITALISED_INSIDE.findall(text))
+    inside = _CAPITALISED_INSIDE.findall(text)
+    return bool(inside) and not _PLAIN.issuperset(map(str.casefold, inside))
 
 
 def scan_names(text: str) -> NameScan:

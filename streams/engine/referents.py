@@ -38,6 +38,7 @@ from bisect import bisect_right
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 from typing import NamedTuple
 
 from spanguard.streams.engine.names import (
@@ -298,12 +299,17 @@ VALUE_TYPES: frozenset[str] = word_set("phone reference number code postcode add
 a phrase naming one asks for a new value instead of referring to an old one."""
 
 # The object of a value request: "what is", "which is", "send (me)", "give (me)",
-# "tell", "get", "have", "need", "know" right before the determiner.
-_REQUEST_BEFORE = re.compile(
-    r"(?<![\w'])(?i:what[ \t]*+(?:is|was|'s|\u2019s)|which[ \t]++is"
-    r"|send|give|tell|get|have|need|know)"
-    r"(?:[ \t]++(?i:me|us))?[ \t]++\Z"
+# "tell", "get", "have", "need", "know" right before the determiner, within
+# _REQUEST_REACH characters. Matched backwards, on the reversed text at the
+# determiner: the common case fails on the first character, where a search of the
+# characters before would try each of them.
+_REQUEST_REVERSED = re.compile(
+    r"[ \t]++(?:(?i:em|su)[ \t]++)?"
+    r"(?i:(?:si|saw|s'|s\u2019)[ \t]*+tahw|si[ \t]++hcihw"
+    r"|dnes|evig|llet|teg|evah|deen|wonk)"
+    r"(?![\w'])"
 )
+_REQUEST_REACH = 24
 _SENTENCE_END = re.compile(r"[.!?\n]")
 
 AMOUNT_WORDS: frozenset[str] = word_set(
@@ -321,6 +327,8 @@ CURRENCY_WORDS: frozenset[str] = word_set(
 
 _COMPOUND = re.compile(r"\d{1,4}+-([^\W\d_]{2,20}+)")
 _HAS_LOWER = re.compile(r"[a-z]")
+# ASCII bytes to "A" for a capital letter, else to a blank.
+_CAPITALS = bytes(ord("A") if 65 <= byte <= 90 else ord(" ") for byte in range(256))
 _UPPER_CODE = re.compile(r"[A-Z](?<![\w\-][A-Z])[A-Z]{4,31}+(?![\w\-])")
 _UPPER_WORD_BEFORE = re.compile(r"(?<![\w\-])[A-Z]{2,}+[^\w\n]{1,3}+\Z")
 _UPPER_WORD_AFTER = re.compile(r"[^\w\n]{1,3}+[A-Z]{2,}+(?![\w\-])")
@@ -455,6 +463,9 @@ class Scan(NamedTuple):
     names: NameScan
 
 
+_START = itemgetter(3)  # a FoundIdentifier's start
+
+
 def scan_text(text: str) -> Scan:
     """Identifiers, determiner phrases and names of one text (see :class:`Scan`)."""
     typed = find_typed(text)
@@ -462,9 +473,10 @@ def scan_text(text: str) -> Scan:
     scanner.scan()
     scanner.add_typed(typed)
     scanner.upper_codes()
-    scanner.identifiers.sort(key=lambda found: found[3])
+    scanner.identifiers.sort(key=_START)
     names = _names(text, scanner, typed)
-    scanner.type_sources.update(name.type_at for name in names.names if name.type_at >= 0)
+    if names.names:
+        scanner.type_sources.update(name.type_at for name in names.names if name.type_at >= 0)
     return Scan(tuple(scanner.identifiers), _phrases(text, scanner), names)
 
 
@@ -572,11 +584,12 @@ class _Scanner:
                 run = run_at(reversed_text, size - at)
                 assert run is not None  # an empty run matches too
                 start = size - run.end()
-            while next_claimed < len(claimed) and claimed[next_claimed][1] <= start:
-                next_claimed += 1
-            if next_claimed < len(claimed) and claimed[next_claimed][0] <= start:
-                pos = max(claimed[next_claimed][1], at + 1)
-                continue
+            if claimed:
+                while next_claimed < len(claimed) and claimed[next_claimed][1] <= start:
+                    next_claimed += 1
+                if next_claimed < len(claimed) and claimed[next_claimed][0] <= start:
+                    pos = max(claimed[next_claimed][1], at + 1)
+                    continue
             match = candidate_at(text, start) if start >= pos else None
             if match is None:
                 # Candidates only start where an atom starts, so the rest of this
@@ -637,6 +650,8 @@ class _Scanner:
         """Upper-case codes of 5+ letters (``EZNVJAPG``) that are not ordinary words,
         in a text with lower-case letters, not beside another upper-case word."""
         text = self.text
+        if text.isascii() and b"AAAAA" not in text.encode().translate(_CAPITALS):
+            return  # no five capitals in a row: one C pass says so
         if not _HAS_LOWER.search(text):
             return
         taken: list[tuple[int, int]] | None = None
@@ -762,11 +777,11 @@ class _Scanner:
             found = _BACK.match(self.reversed_text, size - pos)
             if found is None or size - found.end() < self.floor:
                 return None
-            word = found.group(2)[::-1]
+            tail, reversed_word = found.group(1, 2)
+            word = reversed_word[::-1]
             if not word.isalpha():
                 return None  # a letter-like numeric character ("½"): not a word
             lowered = word.lower()
-            tail = found.group(1)
             if lowered in FILLER_WORDS and (tail == "." or not tail.strip("_")):
                 pos = size - found.end()  # "order no. 55012": keep looking for the noun
                 continue
@@ -851,6 +866,8 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
     identifiers = scanner.identifiers
     opaque = scanner.opaque
     type_sources = scanner.type_sources
+    reversed_text = scanner.reversed_text
+    size = len(text)
     phrases: list[Phrase] = []
     introduced: dict[str, None] = {}  # types this text introduced before the current determiner
     introduced_now: tuple[str, ...] = ()
@@ -872,19 +889,20 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
         if grew:
             introduced_now = tuple(introduced)
         words: list[PhraseWord] = []
-        for group in (1, 2, 3):
-            word = phrase.group(group)
+        for group, word in enumerate(phrase.groups(), 1):
             if word is None:
                 break
-            word_start = phrase.start(group)
-            surface = text[start : phrase.end(group)]
-            words.append((word, word_start, surface, word_start in type_sources))
-        request = _REQUEST_BEFORE.search(text, max(0, start - 24), start) is not None
+            word_start, word_end = phrase.span(group)
+            words.append((word, word_start, text[start:word_end], word_start in type_sources))
+        request_at = size - start
+        request = _REQUEST_REVERSED.match(reversed_text, request_at)
+        if request is not None and request.end() - request_at > _REQUEST_REACH:
+            request = None
         if end_at < start:
             found = _SENTENCE_END.search(text, start)
             end_at = found.start() if found is not None else len(text)
         question = end_at < len(text) and text[end_at] == "?"
-        phrases.append((start, introduced_now, tuple(words), request, question))
+        phrases.append((start, introduced_now, tuple(words), request is not None, question))
     return tuple(phrases)
 
 
@@ -917,7 +935,7 @@ def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> lis
                     claimed = word_start
                     if (
                         not typed_an_identifier
-                        and not any(f in introduced for f in forms)
+                        and not any(map(introduced.__contains__, forms))
                         and not (question and known in VALUE_TYPES)
                     ):
                         anaphors.append((known, surface, start))

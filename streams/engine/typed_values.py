@@ -127,6 +127,9 @@ def field_noun(field: str) -> tuple[str, bool] | None:
     return last, False
 
 
+_NONE = TypedValues((), (), ())
+
+
 def find_typed(text: str) -> TypedValues:
     """Phone numbers and JSON field values of one text."""
     claimed: list[tuple[int, int]] = []
@@ -155,8 +158,12 @@ def find_typed(text: str) -> TypedValues:
             claimed.append((start, start + len(stripped)))
     phones: list[Phone] = []
     # Most texts have no ten digits in a row: one scan that starts on a digit says so.
-    ten_digits = _TEN_ASCII_DIGITS if text.isascii() else _TEN_DIGITS
-    found = _PHONE.finditer(text) if ten_digits.search(text) else ()
+    if text.isascii():
+        # Fewer than ten digits in all (counted by deleting them, in C): no phone.
+        few = len(text) - len(text.encode().translate(None, b"0123456789")) < 10
+        found = _PHONE.finditer(text) if not few and _TEN_ASCII_DIGITS.search(text) else ()
+    else:
+        found = _PHONE.finditer(text) if _TEN_DIGITS.search(text) else ()
     for match in found:
         surface = match.group()
         digits = "".join(_DIGIT.findall(surface))
@@ -176,5 +183,7 @@ def find_typed(text: str) -> TypedValues:
             continue
         phones.append(Phone(digits, surface, start))
         claimed.append((start, end))
+    if not claimed:
+        return _NONE
     claimed.sort()
     return TypedValues(tuple(phones), tuple(fields), tuple(claimed))

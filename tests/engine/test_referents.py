@@ -743,3 +743,53 @@ def test_a_cached_scan_builds_the_same_holdings() -> None:
         "t", known, NameBook(), text, digest, None, None
     )
     assert first != fresh.build("t", known, NameBook(), text, digest, None, None)  # anaphors
+
+
+# The request rule as the contract words it, searched forwards in the characters
+# before the determiner: the oracle for the engine's backward match.
+_REQUEST_FORWARD = re.compile(
+    r"(?<![\w'])(?i:what[ \t]*+(?:is|was|'s|\u2019s)|which[ \t]++is"
+    r"|send|give|tell|get|have|need|know)"
+    r"(?:[ \t]++(?i:me|us))?[ \t]++\Z"
+)
+_REQUEST_PIECES = st.sampled_from(
+    [
+        "what",
+        "What",
+        "WHAT",
+        "which",
+        "is",
+        "was",
+        "'s",
+        "\u2019s",
+        "send",
+        "Give",
+        "tell",
+        "get",
+        "have",
+        "need",
+        "know",
+        "me",
+        "US",
+        "x",
+        "'",
+        "_",
+        "\u00e9",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        " " * 20,
+    ]
+)
+
+
+@given(st.lists(_REQUEST_PIECES, max_size=12).map("".join), st.sampled_from(["the", "this"]))
+@settings(max_examples=500, deadline=None)
+def test_a_value_request_is_found_as_the_forward_rule_finds_it(before: str, det: str) -> None:
+    text = f"{before}{det} phone number"
+    start = len(before)
+    expected = _REQUEST_FORWARD.search(text, max(0, start - 24), start) is not None
+    phrases = [p for p in referents.scan_text(text).phrases if p[0] == start]
+    assume(phrases)  # "whatthe": no determiner there
+    assert phrases[0][3] == expected

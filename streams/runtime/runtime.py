@@ -23,10 +23,13 @@ every write, and by tests/kafka/ and bench/chaos.py on a real broker):
   sends are awaited before the next poll, as before pipelining: the decision's
   latency is the commit interval, which overlapping batches would not shorten.
 
-Failures of a step (send, commit, the engine itself) reset the partition: abort,
-re-open, restore, seek back to the committed offset, retry with backoff. A
-failure that retrying cannot cure (e.g. a record the broker refuses as too
-large) stops the partition after ``max_failures`` tries, loudly: it is logged,
+Owning the partitions is the loop the fleet aggregator runs too,
+:class:`~spanguard.streams.runtime.owner.PartitionOwner` (fence, restore outside the
+rebalance callback, the generation guard, reset, close); this module is what the data
+path does with them. Failures of a step (send, commit, the engine itself) reset the
+partition: abort, re-open, restore, seek back to the committed offset, retry with
+back-off. A failure that retrying cannot cure (e.g. a record the broker refuses as
+too large) stops the partition after ``max_failures`` tries, loudly: it is logged,
 counted and reported by :meth:`Runtime.health`; nothing after it is committed.
 """
 

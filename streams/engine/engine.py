@@ -14,15 +14,11 @@ from datetime import UTC, datetime
 import orjson
 
 from spanguard.schemas import (
-    ContextRewritten,
     EventRejected,
-    EvictionRequested,
     FaultKind,
     InputEvent,
     OutputEvent,
     RejectReason,
-    ScoresComputed,
-    SessionClosed,
     SpanAdded,
 )
 from spanguard.streams.engine.config import EngineSettings
@@ -258,7 +254,7 @@ class Engine:
             self.stats.duplicates += 1
             return []
         self._touch_newest(session, event.ts)
-        if isinstance(event, SpanAdded) and event.span_id in session.spans:
+        if event.type == "span.added" and event.span_id in session.spans:
             identity = _identity(event)
             self._advance_silently(identity)
             return [
@@ -290,18 +286,19 @@ class Engine:
             window.add(event.event_id, self.settings.dedup_window)
         if self._changelog is not None:
             self._changelog.accepted(key, session, event.event_id)
-        if isinstance(event, SpanAdded):
+        # by ``type``, not class: a decoded event is the Struct derived from its model
+        if event.type == "span.added":
             self._add_span(session, event, emission)
-        elif isinstance(event, ScoresComputed):
+        elif event.type == "scores.computed":
             apply_scores(session, event, emission)
             self._close_cycle(session, emission)
-        elif isinstance(event, ContextRewritten):
+        elif event.type == "context.rewritten":
             self._close_cycle(session, emission)
             apply_rewrite(session, event, emission, self._holdings)
-        elif isinstance(event, EvictionRequested):
+        elif event.type == "eviction.requested":
             self._close_cycle(session, emission)
             decide(session, event, emission)
-        elif isinstance(event, SessionClosed):
+        elif event.type == "session.closed":
             closed = Marker("closed", session.last_seq or 0, self.lifetimes.clock or event.ts)
             self._end(key, closed)
             self.stats.sessions_closed += 1
@@ -320,9 +317,9 @@ class Engine:
         live = len(session.spans)
         if not cap:
             return None
-        if isinstance(event, SpanAdded):
+        if event.type == "span.added":
             after = live + 1
-        elif isinstance(event, ContextRewritten) and len(event.context) + live > cap:
+        elif event.type == "context.rewritten" and len(event.context) + live > cap:
             after = live_after(session, event)  # only near the limit: the bound above is loose
         else:
             return None

@@ -12,7 +12,7 @@ ended in the last retention, whatever the number of sessions ever seen.
 from __future__ import annotations
 
 import heapq
-from collections.abc import ItemsView, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Reversible
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -53,8 +53,9 @@ class Markers:
         """The marker of ``key``, if its session ended (and is not forgotten yet)."""
         return self._book.get(key)
 
-    def items(self) -> ItemsView[SessionKey, Marker]:
-        """Every marker, oldest first (a marker goes last when its session ends)."""
+    def items(self) -> Reversible[tuple[SessionKey, Marker]]:
+        """Every marker, oldest first (a marker goes last when its session ends): walked
+        backwards, the newest first."""
         return self._book.items()
 
     @property

@@ -6,6 +6,11 @@
     .venv/bin/python -m bench.e2e --latency-only 2 --baseline /tmp/base
         # ... and, run for run alternately, the workers of another checkout (e.g. a git
         # worktree of the commit before a change): before and after on one broker
+    .venv/bin/python -m bench.e2e --gate-tail --baseline /tmp/base
+        # issue 26's table in one command (bench/gate_tail.py): at-least-once at 1,000
+        # and 2,000 events/s and at half capacity, disk and tmpfs, before and after,
+        # each row with the broker's floor; exactly-once against its commit interval
+        # and the transactions/s it costs; the targets met or not met
 
 1. a raw aiokafka consume->produce passthrough of the same records on the same
    broker (L0), and against it: the worker as shipped (fleet monitoring on; target
@@ -33,6 +38,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -180,15 +186,20 @@ async def wait_outputs(bootstrap: str, prefix: str, count: int, timeout: float) 
 
 
 def worker_throughput(
-    bench: Bench, lines: list[bytes], workers: int, label: str, **extra: str
+    bench: Bench,
+    lines: list[bytes],
+    workers: int,
+    label: str,
+    tree: Path | None = None,
+    **extra: str,
 ) -> dict[str, Any]:
-    """Start the workers (their group settled), produce the records as fast as the
-    producer goes, time first to last output; count the state records the run wrote
-    to the changelog."""
+    """Start the workers (of the checkout ``tree``, this one by default; their group
+    settled), produce the records as fast as the producer goes, time first to last
+    output; count the state records the run wrote to the changelog."""
     prefix = bench.prefix(label)
     asyncio.run(bench.topics(prefix))
     expected = expected_outputs(lines)
-    started = bench.workers(prefix, workers, **extra)
+    started = bench.workers(prefix, workers, tree, **extra)
     try:
         time.sleep(1)  # the last member's join settles the assignment
         t0 = time.time()
@@ -202,6 +213,7 @@ def worker_throughput(
     records, size = asyncio.run(topic_totals(bench.bootstrap, changelog_topic(f"{prefix}-app")))
     return {
         "label": label,
+        "worker": "current" if tree is None else str(tree),
         "workers": workers,
         "events": len(lines),
         "outputs": expected,
@@ -360,11 +372,19 @@ async def passthrough(bench: Bench, lines: list[bytes]) -> dict[str, Any]:
 
 
 async def gate_latency(
-    bench: Bench, sessions: int, rate: float, guarantee: str, tree: Path | None = None
+    bench: Bench,
+    sessions: int,
+    rate: float,
+    guarantee: str,
+    tree: Path | None = None,
+    **extra: str,
 ) -> dict[str, Any]:
     """Produce a fleet at ``rate``; latency of each decision from its request's send
     (the worker of the checkout ``tree``, this one by default: ``python -m`` imports
-    ``spanguard`` from the working directory first).
+    ``spanguard`` from the working directory first; ``extra``: more of the worker's
+    environment, e.g. ``SPANGUARD_COMMIT_INTERVAL``). ``window_ms`` is the wall-clock
+    span from the first record sent to the last decision read, and ``group`` the
+    workers' consumer group (``bench.gate_tail`` counts its commits in that window).
 
     A probe runs alongside: a record every 10 ms through the same broker on a topic
     of its own, produced and consumed by plain aiokafka clients with no worker in
@@ -375,7 +395,7 @@ async def gate_latency(
     await create_topics(bench.bootstrap, [f"{prefix}.probe"], partitions=PARTITIONS)
     lines = demo_fleet(sessions)
     started = await asyncio.to_thread(
-        bench.workers, prefix, 1, tree, SPANGUARD_PROCESSING_GUARANTEE=guarantee
+        bench.workers, prefix, 1, tree, SPANGUARD_PROCESSING_GUARANTEE=guarantee, **extra
     )
     await asyncio.sleep(2)  # let the first assignment settle
     sent_at: dict[str, float] = {}
@@ -383,13 +403,33 @@ async def gate_latency(
     requests = [orjson.loads(line)["event_id"] for line in lines if b'"eviction.requested"' in line]
     done = asyncio.Event()
 
+    window = [0.0, 0.0]
+    reading = asyncio.Event()
+
     async def consume() -> None:
-        async with OutputReader(bench.bootstrap, [f"{prefix}.decisions"]) as reader:
+        """Read the decisions as the SDK does (read committed, 20 ms fetch wait), its
+        partitions assigned and positioned before the first request is sent: a
+        reader still starting would add its start to the first decisions' latency."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bench.bootstrap,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=20,
+        )
+        await consumer.start()
+        try:
+            await _from_start(consumer, f"{prefix}.decisions")
+            reading.set()
             while len(latencies) < len(requests):
-                for record in await reader.poll(timeout_ms=100):
-                    now = time.time()
-                    cause = orjson.loads(record.value)["caused_by"]
-                    latencies.append(now - sent_at[cause])
+                batch = await consumer.getmany(timeout_ms=100, max_records=5000)
+                now = time.time()
+                for records in batch.values():
+                    for record in records:
+                        cause = orjson.loads(record.value or b"{}")["caused_by"]
+                        latencies.append(now - sent_at[cause])
+                        window[1] = now
+        finally:
+            await consumer.stop()
 
     async def produce() -> None:
         producer = AIOKafkaProducer(
@@ -397,7 +437,9 @@ async def gate_latency(
         )
         await producer.start()
         try:
+            await producer.partitions_for(f"{prefix}.events")  # metadata before the clock
             t0 = time.monotonic()
+            window[0] = time.time()
             for i, line in enumerate(lines):
                 ahead = i / rate - (time.monotonic() - t0)
                 if ahead > 0:
@@ -411,7 +453,9 @@ async def gate_latency(
 
     try:
         consumer = asyncio.create_task(consume())
-        probe = asyncio.create_task(broker_probe(bench.bootstrap, f"{prefix}.probe", done))
+        probing = asyncio.Event()
+        probe = asyncio.create_task(broker_probe(bench.bootstrap, f"{prefix}.probe", done, probing))
+        await asyncio.wait_for(asyncio.gather(reading.wait(), probing.wait()), timeout=60)
         await produce()
         await asyncio.wait_for(consumer, timeout=300)
         done.set()
@@ -428,22 +472,40 @@ async def gate_latency(
         "decisions": len(latencies),
         **percentiles([x * 1000 for x in latencies]),
         "broker_floor": percentiles(floor),
+        "group": f"{prefix}-app",
+        "window_ms": [round(window[0] * 1000), round(window[1] * 1000)],
+        "worker_env": extra,
     }
 
 
-async def broker_probe(bootstrap: str, topic: str, done: asyncio.Event) -> list[float]:
+async def _from_start(consumer: AIOKafkaConsumer, topic: str) -> None:
+    """Assign every partition of ``topic`` and position the consumer at its start."""
+    parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(parts)
+    await consumer.seek_to_beginning(*parts)
+    for tp in parts:
+        await consumer.position(tp)
+
+
+async def broker_probe(
+    bootstrap: str, topic: str, done: asyncio.Event, ready: asyncio.Event | None = None
+) -> list[float]:
     """Milliseconds from send to receipt of a record every 10 ms until ``done``
-    (acks=all, read committed and a 20 ms fetch wait, as the SDK's decision reader)."""
+    (acks=all, read committed and a 20 ms fetch wait, as the SDK's decision reader);
+    ``ready`` is set once its consumer is positioned, before the first send."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     consumer = AIOKafkaConsumer(
-        topic,
         bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
         isolation_level="read_committed",
+        enable_auto_commit=False,
         fetch_max_wait_ms=20,
     )
     await producer.start()
     await consumer.start()
+    await _from_start(consumer, topic)
+    await producer.partitions_for(topic)
+    if ready is not None:
+        ready.set()
     received: list[float] = []
 
     async def receive() -> None:
@@ -605,6 +667,11 @@ def latency_runs(runs: int, baseline: Path | None = None) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--gate-tail"]:  # issue 26's table: bench/gate_tail.py
+        from bench.gate_tail import main as gate_tail
+
+        gate_tail(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(

@@ -125,8 +125,13 @@ class Bench:
             )
             for i in range(count)
         ]
-        for worker in started:
-            worker.wait_ready()
+        try:
+            for worker in started:
+                worker.wait_ready()
+        except BaseException:  # none left running behind a failed bench
+            for worker in started:
+                worker.kill()
+            raise
         return started
 
     async def topics(self, prefix: str) -> None:

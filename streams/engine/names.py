@@ -648,7 +648,9 @@ def _unlabelled(text: str, distinct: frozenset[str]) -> bool:
     return any(lowered.count(word) != lowered.count(word + ":") for word in long_words)
 
 
-def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bool:
+def _may_name(
+    text: str, folded: frozenset[str], distinct: frozenset[str], shape: bytes | None
+) -> bool:
     """Whether anything in the text could start a name: a capitalised word inside a
     sentence or two in a row, a distinctive word, ``called`` and its kin, ``vs``.
     Set operations and one regex, all in C: most texts of an agent's context end
@@ -659,16 +661,21 @@ def _may_name(text: str, folded: frozenset[str], distinct: frozenset[str]) -> bo
     if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
         return True
     # A capitalised word inside a sentence (not a greeting, day, month or function
-    # word: "The customer has waited since Monday" starts no name).
+    # word: "The customer has waited since Monday" starts no name). It needs a capital
+    # and a small letter after it, past the text's first character.
+    if shape is not None and shape.find(b"Aa", 1) < 0:
+        return False
     inside = _CAPITALISED_INSIDE.findall(text)
     return bool(inside) and not _PLAIN.issuperset(map(str.casefold, inside))
 
 
-def scan_names(text: str) -> NameScan:
-    """The names of one text (see the module's rules), in text order."""
+def scan_names(text: str, shape: bytes | None = None) -> NameScan:
+    """The names of one text (see the module's rules), in text order. ``shape`` is the
+    text's :func:`~spanguard.streams.engine.shape.shape_of`, or None to skip the
+    checks it allows (the same names, slower)."""
     seen = folded_words(text)
     distinct = _distinctive_words(seen)
-    if not _may_name(text, seen, distinct):
+    if not _may_name(text, seen, distinct, shape):
         return NameScan((), seen, None)
     words = _words(text)
     cased = _is_cased(words)

@@ -53,6 +53,7 @@ from spanguard.streams.engine.names import (
     value_words,
     word_set,
 )
+from spanguard.streams.engine.shape import shape_of
 from spanguard.streams.engine.typed_values import TypedValues, find_typed
 from spanguard.streams.engine.words import is_ordinary
 
@@ -327,8 +328,6 @@ CURRENCY_WORDS: frozenset[str] = word_set(
 
 _COMPOUND = re.compile(r"\d{1,4}+-([^\W\d_]{2,20}+)")
 _HAS_LOWER = re.compile(r"[a-z]")
-# ASCII bytes to "A" for a capital letter, else to a blank.
-_CAPITALS = bytes(ord("A") if 65 <= byte <= 90 else ord(" ") for byte in range(256))
 _UPPER_CODE = re.compile(r"[A-Z](?<![\w\-][A-Z])[A-Z]{4,31}+(?![\w\-])")
 _UPPER_WORD_BEFORE = re.compile(r"(?<![\w\-])[A-Z]{2,}+[^\w\n]{1,3}+\Z")
 _UPPER_WORD_AFTER = re.compile(r"[^\w\n]{1,3}+[A-Z]{2,}+(?![\w\-])")
@@ -468,22 +467,23 @@ _START = itemgetter(3)  # a FoundIdentifier's start
 
 def scan_text(text: str) -> Scan:
     """Identifiers, determiner phrases and names of one text (see :class:`Scan`)."""
-    typed = find_typed(text)
+    shape = shape_of(text)
+    typed = find_typed(text, shape)
     scanner = _Scanner(text, typed)
     scanner.scan()
     scanner.add_typed(typed)
-    scanner.upper_codes()
+    scanner.upper_codes(shape)
     scanner.identifiers.sort(key=_START)
-    names = _names(text, scanner, typed)
+    names = _names(text, scanner, typed, shape)
     if names.names:
         scanner.type_sources.update(name.type_at for name in names.names if name.type_at >= 0)
     return Scan(tuple(scanner.identifiers), _phrases(text, scanner), names)
 
 
-def _names(text: str, scanner: _Scanner, typed: TypedValues) -> NameScan:
+def _names(text: str, scanner: _Scanner, typed: TypedValues, shape: bytes | None) -> NameScan:
     """The text's names, without those inside identifiers, URLs and code, plus the
     names under JSON name fields."""
-    found = scan_names(text)
+    found = scan_names(text, shape)
     if not found.names and not typed.fields:
         return found
     taken = _merged(
@@ -578,9 +578,9 @@ class _Scanner:
         while (trigger := search(text, pos)) is not None:
             at = trigger.start()
             start = at
-            if text[at] != "`":
+            if text[at] != "`" and at and _in_atom(text[at - 1]):
                 # Back to the start of the atom that holds the trigger (a run of atom
-                # characters, possibly empty, read forwards on the reversed text).
+                # characters, read forwards on the reversed text).
                 run = run_at(reversed_text, size - at)
                 assert run is not None  # an empty run matches too
                 start = size - run.end()
@@ -646,12 +646,12 @@ class _Scanner:
             if not value.is_name:
                 self.identifiers.append((value.key, value.type, value.surface, value.start))
 
-    def upper_codes(self) -> None:
+    def upper_codes(self, shape: bytes | None) -> None:
         """Upper-case codes of 5+ letters (``EZNVJAPG``) that are not ordinary words,
         in a text with lower-case letters, not beside another upper-case word."""
         text = self.text
-        if text.isascii() and b"AAAAA" not in text.encode().translate(_CAPITALS):
-            return  # no five capitals in a row: one C pass says so
+        if shape is not None and b"AAAAA" not in shape:
+            return  # no five capitals in a row
         if not _HAS_LOWER.search(text):
             return
         taken: list[tuple[int, int]] | None = None
@@ -688,13 +688,13 @@ class _Scanner:
         if token.isdecimal():  # the most common candidate: a number, maybe "order 55012"
             self.part(token, start, start, may_type=True)
             return
-        if _DATE.fullmatch(token):
+        if 6 <= len(token) <= 10 and token[0].isdecimal() and _DATE.fullmatch(token):
             return
         if "@" not in token and "/" not in token and "\\" not in token and "+" not in token:
             # One part (the common case): skip the splitting below.
             surface = token.strip("._-~")
             offset = start + token.index(surface) if surface else start
-            if surface and "~" not in surface and not _UUID.fullmatch(surface):
+            if surface and "~" not in surface and not _is_uuid(surface):
                 self.part(surface, offset, start, may_type=not token[: offset - start].strip("_"))
                 return
         # Leading "." and "~" matter for paths ("./x", "~/x"), so the core
@@ -707,7 +707,7 @@ class _Scanner:
         if ("/" in token or "\\" in token) and _is_path(token):
             self.add(token, start, "path", self.noun_before(start))
             return
-        if "-" in core and _UUID.fullmatch(core):
+        if "-" in core and _is_uuid(core):
             self.add(core, start + lead, "uuid", None if lead else self.noun_before(start))
             return
         # Anything else is split at @ + ~ / \ into parts; each may be a code or
@@ -740,8 +740,7 @@ class _Scanner:
                     self.add(surface, offset, "id", typed)
         elif (
             len(surface) >= 3
-            and _HAS_DIGIT.search(surface)
-            and _HAS_LETTER.search(surface)
+            and _mixes_digits_and_letters(surface)
             and not _NOT_IDENTIFIER.fullmatch(surface)
             and not _is_compound(surface)
         ):
@@ -794,8 +793,31 @@ class _Scanner:
 def _is_compound(surface: str) -> bool:
     """A number-word compound (``4-star``, ``24-hour``, ``3-night``): a rating or a
     duration, not an identifier."""
+    if not surface[0].isdecimal() or "-" not in surface:
+        return False  # what _COMPOUND would say, without a regex call
     match = _COMPOUND.fullmatch(surface)
     return match is not None and is_ordinary(match.group(1))
+
+
+# The prechecks below answer the common case with a str method where a regex call
+# (whose set-up alone costs more than the method) would say the same.
+_ATOM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~/\\")
+
+
+def _in_atom(char: str) -> bool:
+    """Whether ``char`` is an atom character (``_ATOM``: ``\\w`` is ``isalnum`` or ``_``)."""
+    return char in _ATOM_ASCII or (not char.isascii() and char.isalnum())
+
+
+def _is_uuid(surface: str) -> bool:
+    return len(surface) == 36 and _UUID.fullmatch(surface) is not None
+
+
+def _mixes_digits_and_letters(surface: str) -> bool:
+    """Whether ``surface`` holds a digit (``\\d``) and a letter (``_LETTER``)."""
+    if surface.isascii():
+        return any(map(str.isdigit, surface)) and any(map(str.isalpha, surface))
+    return _HAS_DIGIT.search(surface) is not None and _HAS_LETTER.search(surface) is not None
 
 
 def _is_path(token: str) -> bool:

@@ -18,6 +18,7 @@ from spanguard.streams.engine.names import (
     scan_names,
 )
 from spanguard.streams.engine.referents import extract
+from spanguard.streams.engine.shape import shape_of
 
 
 def names(text: str) -> list[tuple[str, str]]:
@@ -250,4 +251,6 @@ def _capital_inside_reference(text: str) -> bool:
 @settings(max_examples=400)
 @given(st.text(alphabet=st.sampled_from("Ab Cd Mon.!?:;\n\t'\u2019(\"-x"), max_size=40))
 def test_a_capital_inside_a_sentence_is_found_as_the_rule_says(text: str) -> None:
-    assert _may_name(text, frozenset(), frozenset()) == _capital_inside_reference(text)
+    expected = _capital_inside_reference(text)
+    assert _may_name(text, frozenset(), frozenset(), None) == expected
+    assert _may_name(text, frozenset(), frozenset(), shape_of(text)) == expected

@@ -29,54 +29,28 @@ from spanguard.schemas import (
     SpanPinned,
 )
 from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.construct import construct
 
 M = TypeVar("M", bound=BaseModel)
 _FIELD_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
 def build(cls: type[M], **fields: Any) -> M:
-    """An output model from trusted values, without validation.
-
-    About 5x cheaper than ``model_construct``, which matters at one call per
-    output. Every field must be given (the round-trip test in
-    ``tests/engine/test_properties.py`` checks each output against its schema).
-    """
+    """An output model from trusted values, without validation. Every field must be
+    given (the round-trip test in ``tests/engine/test_properties.py`` checks each
+    output against its schema)."""
     # In declaration order, as validation would store them; a missing field is a KeyError.
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(cls.model_fields)  # a slow class property
-    return assemble(cls, {name: fields[name] for name in names})
+    return construct(cls, {name: fields[name] for name in names})
 
 
-def assemble(cls: type[M], values: dict[str, Any]) -> M:
-    """An output model whose ``values`` are trusted and already hold every field in
-    declaration order (what :func:`build` checks; the hot outputs of
-    :class:`Emission` write their dicts in that order, and the property tests
-    compare every output with its validated round trip)."""
-    obj = _new(cls)
-    _set_dict(obj, values)
-    every_field = _EVERY_FIELD.get(cls)
-    if every_field is None:
-        every_field = _EVERY_FIELD[cls] = set(cls.model_fields)
-    _set_fields_set(obj, every_field)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
-_EVERY_FIELD: dict[type[BaseModel], set[str]] = {}
-"""Per model, the fields-set its outputs share: every field is set, and nothing
-changes an output once built (pydantic copies the set before it changes one, in
-``model_copy``; an assignment would only add a name already there). One set per
-model, not one more GC-tracked object per output."""
-
-# BaseModel's own slots, set through their descriptors (no attribute lookup per
-# call), and object.__new__, as no model defines a __new__ of its own.
-_new = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+assemble = construct
+"""An output model whose ``values`` are trusted and already hold every field in
+declaration order (what :func:`build` checks; the hot outputs of :class:`Emission`
+write their dicts in that order, and the property tests compare every output with
+its validated round trip). See :mod:`~spanguard.streams.engine.construct`."""
 
 
 def output_id(prefix: str, *parts: object) -> str:
@@ -271,7 +245,8 @@ class Emission:
 
 def _refusal(span_id: str, reason: RefusalReason, held_by: dict[str, str] | None) -> Refusal:
     holder = held_by.get(span_id) if held_by and reason is RefusalReason.TOOL_PAIR else None
+    values = {"span_id": span_id, "reason": reason, "held_by": holder}
     if holder is None:
         # As a refusal read back from its JSON (no held_by there): the same fields set.
-        return Refusal.model_construct(span_id=span_id, reason=reason)
-    return assemble(Refusal, {"span_id": span_id, "reason": reason, "held_by": holder})
+        return assemble(Refusal, values, {"span_id", "reason"})
+    return assemble(Refusal, values)

@@ -16,7 +16,9 @@ time moved by 2-3x between runs with other work running, CPU time far less:
    periodic compactions (merges with ``derived_from``, declared modifications,
    invalidated scores), evictions by threshold, ``keep_top_k`` and candidates,
    and the harness answering the engine's recompute requests. Every raw line is
-   built first (not timed); then ``Engine.process_raw`` runs over all of them.
+   built first (not timed); then ``Engine.process_raw`` runs over all of them, as the
+   worker runs it (change tracking on). Then the same with unique texts (a serial
+   number ends each one), where no scan cache helps.
 2. **Per-event cost vs session size.** The same steady-state mix of operations
    (``span.added``, a small ``scores.computed``, a threshold eviction selecting
    two spans, an eviction of two candidates) on a 100-span and a 10,000-span
@@ -26,7 +28,9 @@ time moved by 2-3x between runs with other work running, CPU time far less:
    engine's :func:`~spanguard.streams.engine.gate.decide` against :func:`naive_gate`, the
    "rescan, re-hash and re-sort every span per request" gate that the code in
    seeds 000/001 implies, on the same data; both must commit and pin exactly
-   the same spans (asserted).
+   the same spans (asserted). Each ratio is given warm (the gate alone, repeated),
+   for the whole event (decode and duplicate window too) and cold (right after a
+   full collection).
 
 Layout, one module per concern: :mod:`~bench.engine.scale` (sizes, targets, the
 clock), :mod:`~bench.engine.text` (the agent-text generator),
@@ -34,7 +38,9 @@ clock), :mod:`~bench.engine.text` (the agent-text generator),
 and the scored sessions of a given size), :mod:`~bench.engine.seed_gate`
 (measure 3 and the seed-style gate), :mod:`~bench.engine.report` (the machine,
 the table, issue 11's targets) and ``__main__`` (the command); decode and memory
-come from ``bench/engine_costs.py``.
+come from ``bench/engine_costs.py``. Apart: :mod:`~bench.engine.extraction` (the
+extractor against a baseline commit) and :mod:`~bench.engine.instructions` (where an
+event's instructions go, per input type and part, under callgrind).
 
 Results go to ``bench/results/engine.json`` (``engine-quick.json`` for
 ``--quick``) and a table on stdout.

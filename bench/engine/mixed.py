@@ -69,7 +69,13 @@ class Harness:
 
 
 def build_agent_session(
-    engine: Engine, index: int, turns: int, rng: random.Random, outputs: list[OutputEvent]
+    engine: Engine,
+    index: int,
+    turns: int,
+    rng: random.Random,
+    outputs: list[OutputEvent],
+    *,
+    unique: bool = False,
 ) -> list[bytes]:
     """The raw lines of one realistic agent session (processed once, untimed, by
     ``engine`` so that each step can react to the state like a real harness).
@@ -82,11 +88,12 @@ def build_agent_session(
     seven forgets one, as in seed 000), and usually the compacted spans are
     re-scored; when they are not, the next eviction is frozen. Most turns end
     with an eviction request: by threshold, ``keep_top_k``, the two lowest
-    scored candidates, or (rarely) two recency candidates.
+    scored candidates, or (rarely) two recency candidates. ``unique``: no two texts
+    are equal (see :class:`~bench.engine.text.TextGen`).
     """
     script = SessionScript(f"sess-{index:04d}", tenant=f"tenant-{index % 7}")
     harness = Harness(engine, script, outputs)
-    gen = TextGen(rng)
+    gen = TextGen(rng, unique=unique)
     compactions = 0
     for turn in range(turns):
         script.next_turn()
@@ -182,20 +189,23 @@ class MixedWorkload:
     lines: list[bytes]
     kinds: list[str]
     """The input type of each line."""
+    unique: bool
+    """No two span texts are equal: the scan cache never helps."""
     sessions: int
     input_mix: dict[str, int]
     output_mix: dict[str, int]
     build_seconds: float
 
 
-def build_mixed(scale: Scale, seed: int = 7) -> MixedWorkload:
-    """Build every session (untimed) and interleave them round-robin."""
+def build_mixed(scale: Scale, seed: int = 7, *, unique: bool = False) -> MixedWorkload:
+    """Build every session (untimed) and interleave them round-robin; ``unique``: with
+    no two span texts equal."""
     started = time.perf_counter()
     rng = random.Random(seed)
     engine = Engine(EngineSettings())
     outputs: list[OutputEvent] = []
     per_session = [
-        build_agent_session(engine, index, scale.turns, rng, outputs)
+        build_agent_session(engine, index, scale.turns, rng, outputs, unique=unique)
         for index in range(scale.sessions)
     ]
     lines = _round_robin(per_session)
@@ -204,6 +214,7 @@ def build_mixed(scale: Scale, seed: int = 7) -> MixedWorkload:
     return MixedWorkload(
         lines=lines,
         kinds=kinds,
+        unique=unique,
         sessions=scale.sessions,
         input_mix=dict(sorted(input_mix.items())),
         output_mix=describe_outputs(outputs),
@@ -237,7 +248,7 @@ def _default_commit_every() -> int:
     return default
 
 
-_DEFAULT_COMMIT_EVERY = _default_commit_every()
+DEFAULT_COMMIT_EVERY = _default_commit_every()
 
 
 def run_mixed(lines: Sequence[bytes], kinds: Sequence[str]) -> tuple[float, int, dict[str, float]]:
@@ -250,7 +261,7 @@ def run_mixed(lines: Sequence[bytes], kinds: Sequence[str]) -> tuple[float, int,
     drains count in the total, not in any type's share)."""
     engine = Engine(EngineSettings(), track_changes=True)
     process = engine.process_raw
-    drain_every = _DEFAULT_COMMIT_EVERY
+    drain_every = DEFAULT_COMMIT_EVERY
     clock = time.perf_counter
     by_kind = dict.fromkeys(kinds, 0.0)
     produced = 0
@@ -269,16 +280,18 @@ def run_mixed(lines: Sequence[bytes], kinds: Sequence[str]) -> tuple[float, int,
     return cpu, produced, {kind: seconds * scale for kind, seconds in by_kind.items()}
 
 
-def measure_mixed(workload: MixedWorkload, runs: int) -> Json:
+def measure_mixed(workload: MixedWorkload, runs: int, *, default_gc_too: bool = True) -> Json:
     """Events per second of ``process_raw`` over the mixed workload (median of ``runs``),
-    with the cost of each input type (from the median run). Each run is followed by one
-    under CPython's default collector thresholds, so that both see the same drift of
-    the machine (later runs of a process tend to be faster: its heap is warm)."""
+    with the cost of each input type (from the median run). With ``default_gc_too``, each
+    run is followed by one under CPython's default collector thresholds, so that both
+    see the same drift of the machine (later runs of a process tend to be faster: its
+    heap is warm)."""
     results = []
     default_gc = []
     for _ in range(runs):
         results.append(run_mixed(workload.lines, workload.kinds))
-        default_gc.append(_with_default_gc(workload))
+        if default_gc_too:
+            default_gc.append(_with_default_gc(workload))
     seconds = [r[0] for r in results]
     expected = sum(n for k, n in workload.output_mix.items() if ":" not in k)
     for _, outputs, _ in results:
@@ -295,8 +308,8 @@ def measure_mixed(workload: MixedWorkload, runs: int) -> Json:
         }
         for kind, spent in sorted(by_kind.items(), key=lambda item: -item[1])
     }
-    default_median = statistics.median(default_gc)
-    return {
+    figures: Json = {
+        "unique_texts": workload.unique,
         "sessions": workload.sessions,
         "events": events,
         "outputs": outputs,
@@ -312,13 +325,16 @@ def measure_mixed(workload: MixedWorkload, runs: int) -> Json:
         "target_events_per_s": TARGET_EVENTS_PER_S,
         "met": events / median >= TARGET_EVENTS_PER_S,
         "gc_thresholds": list(gc.get_threshold()),
-        "python_default_gc": {
+    }
+    if default_gc:
+        default_median = statistics.median(default_gc)
+        figures["python_default_gc"] = {
             "gc_thresholds": list(PYTHON_DEFAULT_GC),
             "runs_s": [round(s, 4) for s in default_gc],
             "events_per_s": round(events / default_median),
             "us_per_event": round(default_median / events * 1e6, 2),
-        },
-    }
+        }
+    return figures
 
 
 PYTHON_DEFAULT_GC = (700, 10, 10)

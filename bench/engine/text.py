@@ -40,11 +40,16 @@ class TextGen:
     what earlier spans introduced, as in a real support thread.
     """
 
-    def __init__(self, rng: random.Random, fresh: float = 0.35) -> None:
+    def __init__(self, rng: random.Random, fresh: float = 0.35, *, unique: bool = False) -> None:
         self.rng = rng
         self.fresh = fresh
+        self.unique = unique
+        """Every text ends with a serial number of its own (`` (#12)``, which the
+        extractor does not read as an identifier): no two texts are equal, so no
+        cache of scans helps."""
         self.pool: dict[str, list[str]] = {kind: [] for kind in ENTITY_KINDS}
         self._serial = itertools.count(1)
+        self._texts = itertools.count(1)
 
     def new_entity(self, kind: str) -> str:
         """A phrase that introduces a never-seen identifier of ``kind``."""
@@ -68,7 +73,8 @@ class TextGen:
 
     def text(self, templates: Sequence[str]) -> str:
         """One template, filled in."""
-        return self.rng.choice(templates).format_map(_Fill(self))
+        text = self.rng.choice(templates).format_map(_Fill(self))
+        return f"{text} (#{next(self._texts)})" if self.unique else text
 
 
 class _Fill(dict[str, str]):

@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.gate_tail --baseline /tmp/base   # the full table (~25 min)
     .venv/bin/python -m bench.gate_tail --quick                # a smoke run of every row
     .venv/bin/python -m bench.e2e --gate-tail ...              # the same, from bench.e2e
+    .venv/bin/python -m bench.gate_tail --markdown bench/results/e2e-gate-tail.json
+        # a results file as BENCHMARKS.md's table
 
 (``/tmp/base``: a git worktree of the commit before the change, e.g.
 ``git worktree add /tmp/base f9da150``, the parent of the pipelined steps.)
@@ -306,6 +308,12 @@ def verdicts(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]
     return out
 
 
+def _period(tx: dict[str, Any]) -> str:
+    """The median commit period, or why there is none (no partition committed twice)."""
+    period = tx["period_p50_ms"]
+    return "no partition committed twice" if period is None else f"{period} ms"
+
+
 def exactly_once_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Exactly-once: the decision's latency against the commit interval, and the
     transactions/s it costs the broker (reported, no target)."""
@@ -318,7 +326,7 @@ def exactly_once_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"exactly-once, {r['rate']:,.0f} events/s, broker log on {r['broker_log']}, "
             f"commit interval {r['commit_interval_s']:g} s: p50/p99/p99.9 "
             f"{r['p50_ms']}/{r['p99_ms']}/{r['p999_ms']} ms; a partition commits every "
-            f"{tx['period_p50_ms']} ms (p50), {tx['per_s']} transactions/s "
+            f"{_period(tx)} (p50), {tx['per_s']} transactions/s "
             f"({tx['transactions']} in {tx['window_s']} s); "
             f"broker floor p50/p99 {floor['p50_ms']}/{floor['p99_ms']} ms"
         )
@@ -347,6 +355,43 @@ def report(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]])
     return lines
 
 
+def markdown(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]]) -> list[str]:
+    """The rows as BENCHMARKS.md's table, the capacities first, then the verdicts."""
+
+    def ms(d: dict[str, Any]) -> str:
+        return f"{d['p50_ms']} / {d['p99_ms']} / {d['p999_ms']}"
+
+    out = [
+        "| broker log | worker | capacity (events/s) | load (1 min) |",
+        "|---|---|---|---|",
+        *(
+            f"| {c['broker_log']} | {c['worker']} | {c['events_per_s']:,} | {c['load_avg_1m']} |"
+            for c in capacities
+        ),
+        "",
+        "| broker log | guarantee | offered (events/s) | worker | p50 / p99 / p99.9 ms "
+        "| broker floor p50 / p99 / p99.9 ms | transactions/s (commit period p50) | load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        interval = r.get("commit_interval_s")
+        guarantee = r["guarantee"].replace("_", "-") + (
+            f", interval {interval:g} s" if interval else ""
+        )
+        offered = f"{r['rate']:,.0f}" + (
+            " (half capacity)" if r.get("rate_label") == "half" else ""
+        )
+        tx = r["transactions"]
+        out.append(
+            f"| {r['broker_log']} | {guarantee} | {offered} | {r['worker']} | {ms(r)} "
+            f"| {ms(r['broker_floor'])} | {tx['per_s']} ({_period(tx)}) "
+            f"| {r.get('load_avg_1m')} |"
+        )
+    out.append("")
+    out.extend(f"- {v.line()}" for v in verdicts(rows, capacities))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small rows: proves the command")
@@ -359,7 +404,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1, help="rows per rate and worker")
     parser.add_argument("--sessions", type=int, help="sessions per latency row [2000; quick 100]")
     parser.add_argument("--disk-only", action="store_true", help="no tmpfs broker")
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="RESULTS",
+        help="print the table of a results file for BENCHMARKS.md, measure nothing",
+    )
     args = parser.parse_args(argv)
+    if args.markdown is not None:
+        saved = json.loads(args.markdown.read_text())
+        print("\n".join(markdown(saved["rows"], saved["capacities"])))
+        return
     if args.baseline is not None and not (args.baseline / "spanguard").is_dir():
         parser.error(f"{args.baseline} is not a spanguard checkout")
     sessions = args.sessions or (100 if args.quick else 2000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from bench.gate_tail import offset_commit_key, report, transaction_rate, verdicts
+from bench.gate_tail import markdown, offset_commit_key, report, transaction_rate, verdicts
 
 
 def _key(version: int, group: str, topic: str, partition: int) -> bytes:
@@ -89,3 +89,15 @@ def test_report_lists_rows_targets_and_exactly_once() -> None:
     exactly_once = [line for line in lines if line.startswith("exactly-once")]
     assert len(exactly_once) == 1 and "commit interval 0.1 s" in exactly_once[0]
     assert any("4.0 transactions/s" in line for line in lines)
+
+
+def test_markdown_table_has_a_row_per_measure_and_the_verdicts() -> None:
+    eo = _row("tmpfs", "1000", 150.0, 10.0, guarantee="exactly_once", commit_interval_s=0.02)
+    capacities = [
+        {"broker_log": "tmpfs", "worker": "current", "events_per_s": 7000, "load_avg_1m": 1.0}
+    ]
+    lines = markdown([_row("tmpfs", "half", 30.0, 10.0), eo], capacities)
+    assert "| tmpfs | current | 7,000 | 1.0 |" in lines
+    assert any("| 3,500 (half capacity) |" in line for line in lines)
+    assert any("| exactly-once, interval 0.02 s |" in line for line in lines)
+    assert lines[-1].startswith("- ") and lines[-1].endswith("not measured")

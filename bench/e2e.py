@@ -388,7 +388,8 @@ async def gate_latency(
     (the worker of the checkout ``tree``, this one by default: ``python -m`` imports
     ``spanguard`` from the working directory first; ``extra``: more of the worker's
     environment, e.g. ``SPANGUARD_COMMIT_INTERVAL``). ``window_ms`` is the wall-clock
-    span from the first record sent to the last decision read, and ``group`` the
+    span from the first record sent to the last decision read (``last_sent_ms``: the
+    last record sent, so a worker that fell behind shows), and ``group`` the
     workers' consumer group (``bench.gate_tail`` counts its commits in that window).
 
     A probe runs alongside: a record every 10 ms through the same broker on a topic
@@ -408,7 +409,7 @@ async def gate_latency(
     requests = [orjson.loads(line)["event_id"] for line in lines if b'"eviction.requested"' in line]
     done = asyncio.Event()
 
-    window = [0.0, 0.0]
+    window = [0.0, 0.0, 0.0]  # first send, last decision read, last send
     reading = asyncio.Event()
 
     async def consume() -> None:
@@ -453,6 +454,7 @@ async def gate_latency(
                     sent_at[orjson.loads(line)["event_id"]] = time.time()
                 await producer.send(f"{prefix}.events", line, key=session_key(line))
             await producer.flush()
+            window[2] = time.time()
         finally:
             await producer.stop()
 
@@ -479,6 +481,7 @@ async def gate_latency(
         "broker_floor": percentiles(floor),
         "group": f"{prefix}-app",
         "window_ms": [round(window[0] * 1000), round(window[1] * 1000)],
+        "last_sent_ms": round(window[2] * 1000),
         "worker_env": extra,
     }
 

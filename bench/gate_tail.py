@@ -67,6 +67,9 @@ TARGET_P99_MS = 50.0
 MOONSHOT_FLOOR_FACTOR = 2.0
 """Moonshot: p99 within this many times the broker's own floor p99, at half capacity."""
 EO_INTERVALS = (0.1, 0.02)
+BACKLOG_S = 1.0
+"""A row whose last decision came this long after the last request was sent measured a
+worker that fell behind the offered rate (a backlog), not the gate's tail."""
 
 
 # -- the broker's count of transactions ------------------------------------------------
@@ -156,6 +159,7 @@ async def latency_row(
     row = await gate_latency(bench, sessions, rate, guarantee, tree, **extra)
     commits = await offset_commits(bench.bootstrap, row["group"])
     row["rate_label"] = label
+    row["behind_s"] = round((row["window_ms"][1] - row["last_sent_ms"]) / 1000, 2)
     row["transactions"] = transaction_rate(
         commits, row["group"].removesuffix("-app") + ".events", row["window_ms"]
     )
@@ -229,10 +233,22 @@ class Verdict:
     figure: str
     target: str
     met: bool | None
+    backlog: float = 0.0
+    """The most seconds a judged row's worker ended behind the offered rate."""
 
     def line(self) -> str:
         state = {True: "met", False: "NOT met", None: "not measured"}[self.met]
-        return f"{self.name}: {self.figure} (target {self.target}): {state}"
+        warning = (
+            f" [BACKLOG: the worker ended {self.backlog:g} s behind the offered rate; "
+            "this measures a saturated machine, not the gate]"
+            if self.backlog > BACKLOG_S
+            else ""
+        )
+        return f"{self.name}: {self.figure} (target {self.target}): {state}{warning}"
+
+
+def _behind(rows: Sequence[dict[str, Any]]) -> float:
+    return max((r.get("behind_s", 0.0) for r in rows), default=0.0)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -268,6 +284,7 @@ def verdicts(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]
                     f"<= {TARGET_P99_MS:.0f} ms"
                     + ("" if medium == "tmpfs" else "; the issue's is on tmpfs"),
                     p99 <= TARGET_P99_MS,
+                    _behind(at),
                 )
             )
     for medium in media:
@@ -285,6 +302,7 @@ def verdicts(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]
                     f"<= {MOONSHOT_FLOOR_FACTOR:g} x floor "
                     f"= {MOONSHOT_FLOOR_FACTOR * floor:.1f} ms",
                     p99 <= MOONSHOT_FLOOR_FACTOR * floor,
+                    _behind(half),
                 )
             )
     by_medium: dict[str, dict[str, int]] = {}
@@ -342,7 +360,8 @@ def one_line(row: dict[str, Any]) -> str:
         f"{row['broker_log']:>5} {guarantee:>19} {row['rate']:>6,.0f}/s {row['worker']:>12}: "
         f"p50/p99/p99.9 {row['p50_ms']}/{row['p99_ms']}/{row['p999_ms']} ms, "
         f"broker floor {floor['p50_ms']}/{floor['p99_ms']}/{floor['p999_ms']} ms, "
-        f"{tx['per_s']} tx/s, load {row.get('load_avg_1m')}"
+        f"{tx['per_s']} tx/s, {row.get('behind_s')} s behind at the end, "
+        f"load {row.get('load_avg_1m')}"
     )
 
 

@@ -101,3 +101,11 @@ def test_markdown_table_has_a_row_per_measure_and_the_verdicts() -> None:
     assert any("| 3,500 (half capacity) |" in line for line in lines)
     assert any("| exactly-once, interval 0.02 s |" in line for line in lines)
     assert lines[-1].startswith("- ") and lines[-1].endswith("not measured")
+
+
+def test_a_row_that_fell_behind_is_called_a_backlog() -> None:
+    rows = [_row("tmpfs", "1000", 40.0, 10.0, behind_s=0.2), _row("tmpfs", "half", 900.0, 10.0)]
+    rows[1]["behind_s"] = 7.5
+    found = {v.name.split(",")[0]: v.line() for v in verdicts(rows, [])}
+    assert "BACKLOG" not in found["at-least-once"]
+    assert "BACKLOG: the worker ended 7.5 s behind" in found["moonshot"]

@@ -294,8 +294,8 @@ class ReplayedEngine(Engine):
         self._script = script
         self._changes: list[tuple[bytes, bytes | None]] = []
 
-    def process_raw(self, raw: bytes, source: Source) -> list[Any]:
-        outputs, changes = self._script[raw]
+    def process_raw(self, raw: bytes | None, source: Source) -> list[Any]:
+        outputs, changes = self._script[raw or b""]
         self._changes.extend(changes)
         return outputs
 

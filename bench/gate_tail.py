@@ -67,9 +67,10 @@ TARGET_P99_MS = 50.0
 MOONSHOT_FLOOR_FACTOR = 2.0
 """Moonshot: p99 within this many times the broker's own floor p99, at half capacity."""
 EO_INTERVALS = (0.1, 0.02)
-BACKLOG_S = 1.0
-"""A row whose last decision came this long after the last request was sent measured a
-worker that fell behind the offered rate (a backlog), not the gate's tail."""
+BACKLOG_S = 0.5
+"""A row whose last decision came more than this long after the last record was sent,
+or whose median latency is above it, measured a worker that fell behind the offered
+rate (a backlog: a saturated machine), not the gate's tail."""
 
 
 # -- the broker's count of transactions ------------------------------------------------
@@ -233,22 +234,28 @@ class Verdict:
     figure: str
     target: str
     met: bool | None
-    backlog: float = 0.0
-    """The most seconds a judged row's worker ended behind the offered rate."""
+    backlog: str = ""
+    """Why a judged row measured a backlog, if one did."""
 
     def line(self) -> str:
         state = {True: "met", False: "NOT met", None: "not measured"}[self.met]
         warning = (
-            f" [BACKLOG: the worker ended {self.backlog:g} s behind the offered rate; "
-            "this measures a saturated machine, not the gate]"
-            if self.backlog > BACKLOG_S
+            f" [BACKLOG: {self.backlog}; this measures a saturated machine, not the gate]"
+            if self.backlog
             else ""
         )
         return f"{self.name}: {self.figure} (target {self.target}): {state}{warning}"
 
 
-def _behind(rows: Sequence[dict[str, Any]]) -> float:
-    return max((r.get("behind_s", 0.0) for r in rows), default=0.0)
+def _behind(rows: Sequence[dict[str, Any]]) -> str:
+    """Why the rows measured a backlog (see ``BACKLOG_S``), or ""."""
+    behind = max((r.get("behind_s", 0.0) for r in rows), default=0.0)
+    p50 = max((r["p50_ms"] for r in rows), default=0.0)
+    if behind > BACKLOG_S:
+        return f"the worker ended {behind:g} s behind the offered rate"
+    if p50 > BACKLOG_S * 1000:
+        return f"p50 {p50:g} ms"
+    return ""
 
 
 def _median(values: Sequence[float]) -> float:

@@ -104,8 +104,13 @@ def test_markdown_table_has_a_row_per_measure_and_the_verdicts() -> None:
 
 
 def test_a_row_that_fell_behind_is_called_a_backlog() -> None:
-    rows = [_row("tmpfs", "1000", 40.0, 10.0, behind_s=0.2), _row("tmpfs", "half", 900.0, 10.0)]
-    rows[1]["behind_s"] = 7.5
-    found = {v.name.split(",")[0]: v.line() for v in verdicts(rows, [])}
-    assert "BACKLOG" not in found["at-least-once"]
-    assert "BACKLOG: the worker ended 7.5 s behind" in found["moonshot"]
+    rows = [
+        _row("tmpfs", "1000", 40.0, 10.0, behind_s=0.2),
+        _row("tmpfs", "half", 900.0, 10.0, behind_s=7.5),
+        _row("disk", "1000", 1200.0, 10.0, behind_s=0.3, p50_ms=800.0),
+    ]
+    found = {v.name: v.line() for v in verdicts(rows, [])}
+    assert "BACKLOG" not in found["at-least-once, 1,000 events/s, broker log on tmpfs: p99"]
+    moonshot = found["moonshot, half capacity (3,500 events/s), broker log on tmpfs: p99"]
+    assert "BACKLOG: the worker ended 7.5 s behind" in moonshot
+    assert "BACKLOG: p50 800 ms" in found["at-least-once, 1,000 events/s, broker log on disk: p99"]

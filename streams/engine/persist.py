@@ -283,15 +283,14 @@ def _span_extra(span: SpanState) -> dict[str, Any]:
 
 
 def _load_bound(raw: list[Any], span_digest: Digest) -> BoundScore:
-    score_id, score, query_sha256, text_hash, bound_seq = raw
-    digest = to_digest(text_hash)
+    # The record's text hash is the span's (a bound score is always of the span's
+    # current text), and the span keeps no other.
+    score_id, score, query_sha256, _, bound_seq = raw
     return BoundScore(
         score_id=score_id,
         score=score,
         query_sha256=query_sha256,
-        # The span's own object when equal (it always is: a bound score is of the
-        # span's current text), as a live session holds it.
-        text_digest=span_digest if digest == span_digest else digest,
+        text_digest=span_digest,
         bound_seq=bound_seq,
     )
 

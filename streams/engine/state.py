@@ -88,16 +88,20 @@ class SpanState:
     """What the engine knows of one live span (hashes only, never text).
 
     Its position and arrival number are those of its :attr:`order_key` (one copy, shared
-    by every index), and the fields few spans have (lineage, surfaces, the two flags)
-    are in one optional :class:`SpanExtra`: a span is 13 slots, 136 B, where a slot per
-    field cost 176. Changed only through :class:`SessionState`, which keeps the indexes
-    in step.
+    by every index), its bound score is four of its fields (:attr:`bound` reads them as
+    a :class:`BoundScore`), and the fields few spans have (lineage, surfaces, the two
+    flags) are in one optional :class:`SpanExtra`: a span is 16 slots, 160 B, where a
+    slot per field and a bound score object cost 176 + 72. Changed only through
+    :class:`SessionState`, which keeps the indexes in step.
     """
 
     __slots__ = (
         "added_seq",
         "answers",
-        "bound",
+        "bound_id",
+        "bound_query",
+        "bound_score",
+        "bound_seq",
         "calls",
         "extra",
         "holds",
@@ -141,6 +145,11 @@ class SpanState:
         :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
         self.added_seq = added_seq
         self.stale_rewrites = stale_rewrites
+        self.bound_id: str | None = None
+        """The bound score's ``score_id`` (None: no score bound)."""
+        self.bound_score = 0.0
+        self.bound_query: str | None = None
+        self.bound_seq = 0
         self.bound = bound
         self.holds = holds
         """(key hash, type) pairs of the entities this span holds."""
@@ -165,7 +174,10 @@ class SpanState:
             self.order_key,
             self.added_seq,
             self.stale_rewrites,
-            self.bound,
+            self.bound_id,
+            self.bound_score,
+            self.bound_query,
+            self.bound_seq,
             self.holds,
             self.mentions,
             self.role,
@@ -198,6 +210,26 @@ class SpanState:
     def text_sha256(self) -> str:
         """The sha256 of the span's text, in hex."""
         return to_hex(self.text_digest)
+
+    @property
+    def bound(self) -> BoundScore | None:
+        """The score bound to the span's current text, if any (made on each read: the
+        span keeps its fields, 72 B less than an object of them)."""
+        if self.bound_id is None:
+            return None
+        return BoundScore(
+            self.bound_id, self.bound_score, self.bound_query, self.text_digest, self.bound_seq
+        )
+
+    @bound.setter
+    def bound(self, bound: BoundScore | None) -> None:
+        # A bound score is always of the span's current text (a new text unbinds it):
+        # its digest is the span's own.
+        if bound is None:
+            self.bound_id, self.bound_score, self.bound_query, self.bound_seq = None, 0.0, None, 0
+        else:
+            self.bound_id, self.bound_score = bound.score_id, bound.score
+            self.bound_query, self.bound_seq = bound.query_sha256, bound.bound_seq
 
     @property
     def derived_from(self) -> tuple[str, ...]:
@@ -528,10 +560,9 @@ class SessionState:
         for span_id in span_ids:
             span = spans.pop(span_id)
             removed.append(span)
-            bound = span.bound
             # In the order of one-by-one removal: the float sum comes out bit-identical.
-            if bound is not None and span_id not in pending:
-                bound_sum -= bound.score
+            if span.bound_id is not None and span_id not in pending:
+                bound_sum -= span.bound_score
                 bound_count -= 1
             live_tokens -= span.tokens
             if span.extra is not None or span.calls or span.answers is not None:
@@ -660,32 +691,28 @@ class SessionState:
             self.stale = _without(self.stale, (span.span_id,))
 
     def _ranked(self, span: SpanState) -> bool:
-        return span.bound is not None and span.span_id not in self.poisoned_pending
+        return span.bound_id is not None and span.span_id not in self.poisoned_pending
 
     def _index_score(self, span: SpanState) -> None:
         if not self._ranked(span):
             return
-        bound = span.bound
-        assert bound is not None
-        key = (bound.score, span.position, span.span_id)
-        ranked = self.scores.get(bound.query_sha256)
+        key = (span.bound_score, span.position, span.span_id)
+        ranked = self.scores.get(span.bound_query)
         if ranked is None:
-            self.scores[bound.query_sha256] = [key]
+            self.scores[span.bound_query] = [key]
         else:
             insort(ranked, key)
-        self.bound_sum += bound.score
+        self.bound_sum += span.bound_score
         self.bound_count += 1
 
     def _unindex_score(self, span: SpanState) -> None:
         if not self._ranked(span):
             return
-        bound = span.bound
-        assert bound is not None
-        ranked = self.scores[bound.query_sha256]
-        _remove(ranked, (bound.score, span.position, span.span_id))
+        ranked = self.scores[span.bound_query]
+        _remove(ranked, (span.bound_score, span.position, span.span_id))
         if not ranked:
-            del self.scores[bound.query_sha256]
-        self.bound_sum -= bound.score
+            del self.scores[span.bound_query]
+        self.bound_sum -= span.bound_score
         self.bound_count -= 1
 
     # -- queries ---------------------------------------------------------
@@ -747,12 +774,11 @@ class SessionState:
                     _link(children, parent, span_id)
                 if extra.protected:
                     protected.add(span_id)
-            bound = span.bound
-            if bound is not None and span_id not in pending:
-                ranked.setdefault(bound.query_sha256, []).append(
-                    (bound.score, span.position, span_id)
+            if span.bound_id is not None and span_id not in pending:
+                ranked.setdefault(span.bound_query, []).append(
+                    (span.bound_score, span.position, span_id)
                 )
-                bound_sum += bound.score
+                bound_sum += span.bound_score
                 bound_count += 1
             if span.stale_rewrites > 0 and span_id not in pending:
                 stale.add(span_id)

@@ -141,6 +141,14 @@ class Bench:
         await ensure_topics(settings)
 
 
+def web_env() -> dict[str, str]:
+    """A worker's environment that serves ``/readyz`` on a free port: readiness read the
+    same way for this checkout and an older one (f9da150's worker logs no ready line
+    with the web server off)."""
+    [port] = free_ports(1)
+    return {"SPANGUARD_WEB_ENABLED": "true", "SPANGUARD_WEB_PORT": str(port)}
+
+
 MEMORY_DIR = Path("/dev/shm")
 """A tmpfs on Linux: the second broker of the latency measurement keeps its log here."""
 
@@ -656,7 +664,9 @@ def latency_runs(runs: int, baseline: Path | None = None) -> None:
             for _ in range(runs):
                 for guarantee in ("at_least_once", "exactly_once"):
                     for tree in trees:
-                        row = asyncio.run(gate_latency(bench, 1000, 1000.0, guarantee, tree))
+                        row = asyncio.run(
+                            gate_latency(bench, 1000, 1000.0, guarantee, tree, **web_env())
+                        )
                         row["load_avg_1m"] = round(os.getloadavg()[0], 2)
                         print(json.dumps(row), flush=True)
                         rows.append(row)

@@ -57,8 +57,15 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.e2e import MEMORY_DIR, RESULTS, Bench, fresh_bench, gate_latency, worker_throughput
-from spanguard.streams.localbroker.broker import free_ports
+from bench.e2e import (
+    MEMORY_DIR,
+    RESULTS,
+    Bench,
+    fresh_bench,
+    gate_latency,
+    web_env,
+    worker_throughput,
+)
 from spanguard.streams.sim.scenarios import demo_fleet
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -171,13 +178,6 @@ async def latency_row(
     return row
 
 
-def _web() -> dict[str, str]:
-    """Every worker serves ``/readyz`` on a free port: readiness the same way for this
-    checkout and the baseline (whose worker logs no ready line with the web off)."""
-    [port] = free_ports(1)
-    return {"SPANGUARD_WEB_ENABLED": "true", "SPANGUARD_WEB_PORT": str(port)}
-
-
 def medium_rows(
     bench: Bench, trees: Sequence[Path | None], sessions: int, events: int, runs: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -185,7 +185,7 @@ def medium_rows(
     lines = demo_fleet(events // 20)
     capacities = []
     for tree in trees:
-        cap = worker_throughput(bench, lines, 1, "capacity", tree, **_web())
+        cap = worker_throughput(bench, lines, 1, "capacity", tree, **web_env())
         cap["broker_log"] = bench.log_medium
         cap["load_avg_1m"] = round(os.getloadavg()[0], 2)
         print(
@@ -202,7 +202,9 @@ def medium_rows(
             for tree in trees:
                 rows.append(
                     asyncio.run(
-                        latency_row(bench, sessions, rate, "at_least_once", tree, label, **_web())
+                        latency_row(
+                            bench, sessions, rate, "at_least_once", tree, label, **web_env()
+                        )
                     )
                 )
         for interval in EO_INTERVALS:
@@ -216,7 +218,7 @@ def medium_rows(
                         None,
                         "1000",
                         SPANGUARD_COMMIT_INTERVAL=str(interval),
-                        **_web(),
+                        **web_env(),
                     )
                 )
             )

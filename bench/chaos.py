@@ -49,7 +49,9 @@ from spanguard.schemas.codec import encode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript
-from spanguard.streams.kafka_io.traces import OutputReader, line_partition, produce_lines
+from spanguard.streams.kafka_io.keys import line_partition
+from spanguard.streams.kafka_io.outputs import OutputReader
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.sim import SimConfig, simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -35,8 +35,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.e2e import Bench, fresh_bench
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import create_topics
-from spanguard.streams.kafka_io.traces import produce_lines
 from spanguard.streams.sdk import Decision, Message, Session, SpanguardClient
 from spanguard.streams.sim.scenarios import demo_fleet
 

@@ -61,9 +61,10 @@ from spanguard.schemas import OUTPUT_SUFFIXES, text_sha256
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.engine.engine import Engine, Source
+from spanguard.streams.kafka_io.outputs import OutputReader
 from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.producer import murmur2_partitioner
 from spanguard.streams.kafka_io.topics import ensure_topics
-from spanguard.streams.kafka_io.traces import OutputReader, murmur2_partitioner
 from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from spanguard.streams.runtime.config import changelog_topic
 from spanguard.streams.runtime.testing import output_identity

@@ -23,7 +23,8 @@ from spanguard.schemas import OUTPUT_SUFFIXES
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.kafka_io.traces import line_partition, produce_lines
+from spanguard.streams.kafka_io.keys import line_partition
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.runtime.testing import output_identity
 
 Done = Callable[[list[bytes]], bool]

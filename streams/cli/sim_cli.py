@@ -133,8 +133,8 @@ def simulate(
 def _publish(fleet: SimulatedFleet, config: Path | None, rate: float | None) -> int:
     # Imported here: a file-only run needs neither aiokafka nor a broker.
     from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
+    from spanguard.streams.kafka_io.producer import produce_lines  # tests/sim patch it there
     from spanguard.streams.kafka_io.topics import ensure_topics
-    from spanguard.streams.kafka_io.traces import produce_lines  # tests/sim patch it there
     from spanguard.streams.settings import load_settings
 
     try:

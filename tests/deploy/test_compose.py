@@ -21,7 +21,7 @@ from typer.main import get_command
 from spanguard.streams.cli.extras import WORKER_MODULES
 from spanguard.streams.cli.main import app
 from spanguard.streams.engine.config import DEV_SECRET
-from spanguard.streams.kafka_io.traces import bootstrap_servers
+from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

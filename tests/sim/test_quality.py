@@ -287,8 +287,8 @@ def test_simulate_to_stdout(tmp_path: Path) -> None:
 def test_simulate_publishes_to_kafka_and_still_writes_the_truth(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import spanguard.streams.kafka_io.producer as producer
     import spanguard.streams.kafka_io.topics as topics
-    import spanguard.streams.kafka_io.traces as kafka_io
 
     sent: dict[str, Any] = {}
 
@@ -301,7 +301,7 @@ def test_simulate_publishes_to_kafka_and_still_writes_the_truth(
     async def fake_topics(settings: object) -> list[str]:
         return []
 
-    monkeypatch.setattr(kafka_io, "produce_lines", fake_produce)
+    monkeypatch.setattr(producer, "produce_lines", fake_produce)
     monkeypatch.setattr(topics, "ensure_topics", fake_topics)
     monkeypatch.setenv("SPANGUARD_TOPIC_PREFIX", "simtest")
     monkeypatch.setenv("SPANGUARD_BROKER", "kafka://broker-a:9092")

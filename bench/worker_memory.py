@@ -26,16 +26,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines
 from bench.memory import _session_number as session_number
 from bench.soak import rss_mb, scrape
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import ensure_topics
-from spanguard.streams.kafka_io.traces import murmur2_partitioner
 from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from spanguard.streams.settings import load_settings
 
@@ -73,35 +72,6 @@ def _env(bootstrap: str, home: Path, web_port: int, fleet: bool) -> dict[str, st
         "SPANGUARD_WEB_PORT": str(web_port),
         "SPANGUARD_ENGINE__IDLE_TIMEOUT": "PT0S",
     }
-
-
-def session_key(line: bytes) -> str:
-    """The record key of an input line: its session id, as ``spanguard produce`` keys
-    it ("" when none can be read)."""
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return ""
-    return str(event.get("session_id", "")) if isinstance(event, dict) else ""
-
-
-async def _produce(bootstrap: str, lines: Sequence[bytes]) -> None:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=20, partitioner=murmur2_partitioner
-    )
-    await producer.start()
-    try:
-        pending = []
-        for line in lines:
-            pending.append(
-                await producer.send(f"{PREFIX}.events", line, key=session_key(line).encode())
-            )
-            if len(pending) >= 2_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
 
 
 def _wait_committed(bootstrap: str, timeout: float) -> None:
@@ -142,7 +112,7 @@ def measure(
         worker.wait_ready(timeout=120)
         samples.append(_sample(worker, web_port, 0))
         for produced, part in ((half, first), (sessions, second)):
-            asyncio.run(_produce(bootstrap, part))
+            asyncio.run(produce_lines(bootstrap, f"{PREFIX}.events", part))
             _wait_committed(bootstrap, timeout)
             samples.append(_sample(worker, web_port, produced))
     finally:

@@ -373,7 +373,9 @@ STRUCTS: dict[type[BaseModel], type[msgspec.Struct]] = _DERIVED.structs
 """Each input model (and each model it holds) and its derived Struct."""
 _WALKS = {STRUCTS[model]: _DERIVED.plans[model].walk() for model in INPUT_TYPES.values()}
 _HEX_DIGITS = b"0123456789abcdef"
-_FAILED = (msgspec.ValidationError, msgspec.DecodeError)
+# RecursionError: msgspec refuses JSON nested deeper than the interpreter's stack
+# that way; the pydantic path gives such a record its own reason.
+_FAILED = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
 def decode_fast(raw: bytes) -> InputEvent | None:

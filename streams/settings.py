@@ -71,6 +71,15 @@ class Settings(BaseSettings):
             "faster gate under load, more fetch requests while idle)"
         ),
     )
+    max_pending_batches: int = Field(
+        32,
+        ge=1,
+        description=(
+            "batches of a partition whose outputs may await the broker's acknowledgement "
+            "while the next batches are processed (at-least-once; exactly-once keeps one): "
+            "at the limit a step waits for the oldest"
+        ),
+    )
     commit_interval: float | None = Field(
         None,
         gt=0,

@@ -65,6 +65,7 @@ def runtime_config(settings: Settings) -> RuntimeConfig:
         batch_size=settings.batch_size,
         poll_timeout=settings.batch_within,
         fetch_wait=settings.fetch_wait,
+        max_pending_batches=settings.max_pending_batches,
         commit_interval=interval,
         commit_every=settings.commit_every,
         io_timeout=settings.io_timeout,

@@ -22,6 +22,13 @@ def test_the_input_fetch_wait_comes_from_the_settings() -> None:
     assert runtime_config(load_settings(fetch_wait=0.02)).fetch_wait == 0.02
 
 
+def test_the_pending_batches_bound_comes_from_the_settings() -> None:
+    assert runtime_config(load_settings()).max_pending_batches == 32
+    assert runtime_config(load_settings(max_pending_batches=4)).max_pending_batches == 4
+    with pytest.raises(ValueError, match="max_pending_batches"):
+        load_settings(max_pending_batches=0)
+
+
 def test_the_input_consumer_holds_fetches_as_configured() -> None:
     config = RuntimeConfig("in", {}, "changelog", fetch_wait=0.005)
     options = KafkaTransport("127.0.0.1:1", config, "group", partitions=1).input_consumer_options()

@@ -246,10 +246,11 @@ class Engine:
             session = self.sessions[key] = SessionState(
                 tenant=event.tenant, session_id=event.session_id
             )
-            self.windows[key] = DedupWindow()
             if self._changelog is not None:
                 self._changelog.track(session)
-        window = self.windows[key]
+        window = self.windows.get(key)
+        if window is None:  # a new session, or one handed in (the SDK previews on a copy)
+            window = self.windows[key] = DedupWindow()
         if event.event_id in window:
             self.stats.duplicates += 1
             return []
@@ -362,7 +363,7 @@ class Engine:
     def _end(self, key: SessionKey, marker: Marker) -> None:
         """A session closed or expired: its state and window go, its marker stays."""
         session = self.sessions.pop(key)
-        del self.windows[key]
+        self.windows.pop(key, None)
         self.markers.mark(key, marker)
         if self._changelog is not None:
             self._changelog.ended(key, session, marker)

@@ -10,7 +10,7 @@ worker (the runtime's hook, the aggregator service, a timer) and
   counts written in each checkpoint's transaction; :mod:`~spanguard.streams.fleet.recent` the
   inspector's ring of recent records);
 * :mod:`~spanguard.streams.fleet.aggregator`: sums the partials, evaluates, alerts exactly once;
-* :mod:`~spanguard.streams.fleet.observations`: the evaluator's per-event input, time helpers;
+* :mod:`~spanguard.streams.fleet.times`: event time (RFC 3339 text and seconds);
 * :mod:`~spanguard.streams.fleet.aggregates`: tumbling-window counts per tenant
   (:mod:`~spanguard.streams.fleet.topk`: the worst sessions in bounded memory);
 * :mod:`~spanguard.streams.fleet.rules`: the alert rules file (YAML) and its three rule kinds

@@ -1,7 +1,7 @@
 """Per-tenant counts in tumbling windows of event time.
 
 A window is ``[start, start + size)`` with ``start`` a multiple of ``size``
-seconds since the epoch, chosen by the observation's ``ts`` (the time the
+seconds since the epoch, chosen by the ``ts`` of what is counted (the time the
 harness made the input event), never by the time the worker saw it: a replay
 of yesterday's traffic fills yesterday's windows.
 
@@ -31,7 +31,7 @@ from spanguard.schemas import (
     Severity,
     SpanPinned,
 )
-from spanguard.streams.fleet.observations import Observation, to_datetime
+from spanguard.streams.fleet.times import to_datetime
 from spanguard.streams.fleet.topk import SpaceSaving
 
 SEVERITY_WEIGHT: dict[str, int] = {"info": 1, "warning": 3, "critical": 9}
@@ -141,48 +141,6 @@ class WindowCounts:
     last_ts: float = 0.0
 
     # -- updates ---------------------------------------------------------
-
-    def add(self, obs: Observation, sample_size: int) -> bool:
-        """Count one observation; returns False when it counts nothing here (a tick)."""
-        if obs.kind == "fault":
-            kind = obs.fault_kind or "UNKNOWN"
-            severity = obs.severity or "warning"
-            key = f"{kind}|{severity}"
-            self.faults[key] = self.faults.get(key, 0) + 1
-            if obs.session_id is not None:
-                self.add_sample(f"kind:{kind}", obs.session_id, sample_size)
-                self.add_sample(f"severity:{severity}", obs.session_id, sample_size)
-                self.top.add(obs.session_id, SEVERITY_WEIGHT.get(severity, 1))
-                if kind == FaultKind.COMPACTION_THRASHING.value:
-                    self.add_compacted(obs.session_id, _figures(THRASHING, 1))
-        elif obs.kind == "decision":
-            action = obs.action or "UNKNOWN"
-            self.decisions[action] = self.decisions.get(action, 0) + 1
-            self.refused += obs.refused
-        elif obs.kind == "compaction":
-            self.count_compaction(
-                obs.session_id,
-                obs.outcome or "clean",
-                obs.tokens_before,
-                obs.tokens_after,
-                obs.keys_lost,
-                sample_size,
-            )
-        elif obs.kind == "pin":
-            self.pins += 1
-        elif obs.kind == "recompute":
-            self.recomputes += 1
-        elif obs.kind == "activity":
-            self.events += obs.events
-            self.sessions += obs.sessions
-            self.cycles += obs.cycles
-            self.healthy += obs.healthy
-            for session in obs.unhealthy_sessions:
-                self.add_sample("unhealthy", session, sample_size)
-        else:
-            return False
-        self.last_ts = max(self.last_ts, obs.ts)
-        return True
 
     def count_output(self, event: OutputEvent, sample_size: int) -> None:
         """Count one engine output (fault, pin, recompute request, decision)."""

@@ -31,8 +31,8 @@ import aiohttp
 
 from spanguard.streams.fleet.alerts import AlertState
 from spanguard.streams.fleet.config import alerts_endpoint
-from spanguard.streams.fleet.observations import to_datetime
 from spanguard.streams.fleet.rules import FaultCountRule, Rule
+from spanguard.streams.fleet.times import to_datetime
 from spanguard.streams.kafka_io.backoff import Backoff
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from typing import Any, Literal
 from spanguard.schemas import FleetAlert, Severity
 from spanguard.streams.engine.emit import output_id
 from spanguard.streams.fleet.aggregates import Window
-from spanguard.streams.fleet.observations import to_datetime
 from spanguard.streams.fleet.rules import Evaluation, Rule
+from spanguard.streams.fleet.times import to_datetime
 
 Status = Literal["firing", "resolved"]
 

@@ -39,8 +39,8 @@ from spanguard.schemas import OutputEvent
 from spanguard.streams.engine.engine import Engine
 from spanguard.streams.fleet.aggregates import WindowCounts, window_of
 from spanguard.streams.fleet.metrics import FleetMetrics
-from spanguard.streams.fleet.observations import parse_ts
 from spanguard.streams.fleet.recent import RecentRecords, input_summary, outputs_summary
+from spanguard.streams.fleet.times import parse_ts
 
 log = logging.getLogger(__name__)
 

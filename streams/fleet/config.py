@@ -79,9 +79,6 @@ class FleetSettings(BaseModel):
     ring_sessions: int = Field(
         2000, ge=1, description="sessions whose recent records a worker keeps (LRU)"
     )
-    dedup_ids: int = Field(
-        100_000, ge=0, description="output ids remembered when outputs are fed one by one (replays)"
-    )
     tick_seconds: float = Field(
         2.0,
         gt=0,

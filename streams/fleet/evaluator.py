@@ -1,13 +1,14 @@
-"""The fleet monitor's core: observations in, window counts and alerts out, no I/O.
+"""The fleet monitor's core: the workers' partial counts in, window counts and alerts
+out, no I/O.
 
-One :class:`FleetEvaluator` holds the tenants whose observations reach it (in
-the worker: the tenants of its partitions of ``<prefix>.fleet``). For each
-observation it counts into the tenant's window, fires the instant rules on
-that window, advances the tenant's event-time watermark and closes the windows
-that lie ``grace_seconds`` behind it: the share rules are judged on closed
-windows and alerts whose next window closed quietly are resolved. A timer tick
-closes the windows of a tenant that has been silent for ``idle_seconds`` of
-wall time (its watermark would never move again).
+One :class:`FleetEvaluator` holds the tenants whose partials reach it (in the
+worker: the tenants of its partitions of ``<prefix>.fleet``). For each partial
+count of a tenant window it adds the counts into the tenant's window, fires the
+instant rules on that window, advances the tenant's event-time watermark and
+closes the windows that lie ``grace_seconds`` behind it: the share rules are
+judged on closed windows and alerts whose next window closed quietly are
+resolved. A timer tick closes the windows of a tenant that has been silent for
+``idle_seconds`` of wall time (its watermark would never move again).
 
 The aggregator persists what :class:`Outcome` names (changed windows, changed
 tenant records) and loads it with :meth:`FleetEvaluator.load`.
@@ -15,8 +16,7 @@ tenant records) and loads it with :meth:`FleetEvaluator.load`.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from spanguard.schemas import FleetAlert
 from spanguard.streams.fleet.aggregates import Window, WindowCounts, window_of
 from spanguard.streams.fleet.alerts import AlertBook, AlertState
 from spanguard.streams.fleet.config import FleetSettings
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import Rule
 
 
@@ -36,11 +35,11 @@ class TenantState:
     book: AlertBook
     windows: dict[float, WindowCounts] = field(default_factory=dict)
     watermark: float | None = None
-    """Highest observation ``ts`` seen (event time)."""
+    """Highest ``ts`` counted (event time)."""
     closed_through: float = 0.0
     """Windows ending at or before this are closed: judged, never re-judged."""
     last_seen_wall: float = 0.0
-    """Wall time of the last observation (for idle closing). Stored with the tenant,
+    """Wall time of the last partial (for idle closing). Stored with the tenant,
     so that a tenant whose owner changes (often, in a restless group) still goes
     idle on time; records written before it was kept restart the timer at load."""
 
@@ -60,7 +59,7 @@ class TenantState:
 
 @dataclass(slots=True)
 class Outcome:
-    """What one observation, partial or tick changed, for the aggregator to send and persist."""
+    """What one partial or tick changed, for the aggregator to send and persist."""
 
     tenant: str
     alerts: list[FleetAlert] = field(default_factory=list)
@@ -75,46 +74,19 @@ class FleetEvaluator:
         self.settings = settings
         self.rules = rules
         self.tenants: dict[str, TenantState] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
         self._rules_by_name = {rule.name: rule for rule in rules}
 
     # -- entry points ----------------------------------------------------
 
-    def handle(self, obs: Observation, now: float) -> Outcome:
-        """Process one observation or tick (``now`` is the wall clock, seconds)."""
-        if obs.kind == "tick":
-            return self.tick(obs.tenant, now)
-        return self.observe(obs, now)
-
-    def observe(self, obs: Observation, now: float) -> Outcome:
-        """Count one observation and evaluate the rules it may trigger."""
-        outcome = Outcome(obs.tenant)
-        if obs.output_id is not None and self._duplicate(obs.output_id):
-            return outcome
-        sample = self.settings.alert_sample_sessions
-        return self._update(obs.tenant, obs.ts, obs.ts, lambda c: c.add(obs, sample), now)
-
     def merge(self, tenant: str, start: float, partial: WindowCounts, now: float) -> Outcome:
         """Add a worker's partial counts of one tenant window (``start``: the window's
-        start) and evaluate the rules they may trigger."""
-        sample = self.settings.alert_sample_sessions
-        ts = partial.last_ts or start
-        return self._update(tenant, start, ts, lambda c: c.merge(partial, sample), now)
-
-    def _update(
-        self,
-        tenant: str,
-        at: float,
-        ts: float,
-        update: Callable[[WindowCounts], object],
-        now: float,
-    ) -> Outcome:
-        """Update the window holding event time ``at`` with ``update``, judge the
-        instant rules on it, advance the watermark to ``ts`` and close what it passes."""
+        start; ``now``: the wall clock, seconds), judge the instant rules on the window,
+        advance the watermark to the partial's newest ``ts`` and close what it passes."""
         outcome = Outcome(tenant)
         state = self._tenant(tenant)
         state.last_seen_wall = now
-        window = window_of(at, self.settings.window_seconds)
+        ts = partial.last_ts or start
+        window = window_of(start, self.settings.window_seconds)
         newest = state.newest()
         if newest is not None and window.start <= newest - self.settings.retention_seconds:
             return outcome  # older than anything retained: nothing to add it to
@@ -122,10 +94,10 @@ class FleetEvaluator:
         if counts is None:
             counts = state.windows[window.start] = self._new_counts()
             self._prune(state)
-        update(counts)
+        counts.merge(partial, self.settings.alert_sample_sessions)
         outcome.windows.append(window)
         if window.end > state.closed_through:
-            # A late observation (its window already judged) is counted for the
+            # A late partial (its window already judged) is counted for the
             # views but judged no more: verdicts are final once a window closes.
             for rule in self.rules:
                 if rule.instant:
@@ -250,18 +222,6 @@ class FleetEvaluator:
         counts = WindowCounts()
         counts.top.capacity = self.settings.top_sessions
         return counts
-
-    def _duplicate(self, output_id: str) -> bool:
-        limit = self.settings.dedup_ids
-        if limit <= 0:
-            return False
-        if output_id in self._seen:
-            self._seen.move_to_end(output_id)
-            return True
-        self._seen[output_id] = None
-        if len(self._seen) > limit:
-            self._seen.popitem(last=False)
-        return False
 
     def _prune(self, state: TenantState) -> None:
         newest = state.newest()

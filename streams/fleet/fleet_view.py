@@ -29,7 +29,7 @@ from spanguard.streams.fleet.aggregates import (
     worst_outcome,
 )
 from spanguard.streams.fleet.evaluator import FleetEvaluator
-from spanguard.streams.fleet.observations import to_datetime
+from spanguard.streams.fleet.times import to_datetime
 from spanguard.streams.fleet.topk import SpaceSaving
 
 WORST_PER_TENANT = 3

@@ -19,16 +19,12 @@ from spanguard.schemas import (
     OutputEvent,
     Severity,
 )
-from spanguard.streams.fleet.combiner import FleetCombiner, Partial
+from spanguard.streams.fleet.combiner import Partial
 from spanguard.streams.fleet.metrics import FleetMetrics
 from spanguard.streams.fleet.recent import RecentRecords
+from tests.fleet.traces import Worker, iso
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
-
-
-def iso(ts: float) -> str:
-    """RFC 3339 UTC text of ``ts``."""
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def outcome_of(severities: Sequence[Severity]) -> Literal["clean", "warning", "critical"]:
@@ -196,11 +192,6 @@ def fleet_trace() -> list[Compaction]:
 
 def combine(trace: list[Compaction]) -> tuple[FleetMetrics, RecentRecords, list[Partial]]:
     """Feed the trace to the worker's combiner (one partition, a checkpoint per record)."""
-    metrics = FleetMetrics(10)
-    recent = RecentRecords(64, 100)
-    combiner = FleetCombiner(60.0, metrics, recent)
-    partials: list[Partial | None] = []
-    for compaction in trace:
-        combiner.observe(0, compaction.record(), compaction.outputs())
-        partials.extend(Partial.from_bytes(v) for _, v in combiner.partials(0))
-    return metrics, recent, [p for p in partials if p is not None]
+    worker = Worker(max_tenants=10)
+    partials = [p for c in trace for p in worker.observe(c.record(), c.outputs())]
+    return worker.metrics, worker.recent, partials

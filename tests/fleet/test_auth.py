@@ -10,8 +10,8 @@ from spanguard.streams.fleet.auth import ALL, Authorizer, TenantToken
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.fleet_view import local_view, merge_views
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import default_rules
+from tests.fleet.traces import faulty, feed
 
 ADMIN = "admin-token-0123456789"
 ACME = "acme-token-0123456789"
@@ -36,11 +36,8 @@ def test_scopes() -> None:
 
 def test_a_tenant_token_sees_only_its_tenants_rows() -> None:
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for n, tenant in enumerate(["acme", "globex", "globex"]):
-        obs = Observation(
-            "fault", tenant, 1_796_000_040.0 + n, f"s{n}", f"f{n}", "UNGATED_EVICTION", "critical"
-        )
-        ev.handle(obs, 0.0)
+    tenants = ["acme", "globex", "globex"]
+    feed(ev, [faulty(tenant, 1_796_000_040.0 + n, f"s{n}") for n, tenant in enumerate(tenants)])
     scope = authorizer().scope(f"Bearer {ACME}")
     assert scope is not None
     fleet = merge_views([local_view(ev, allowed=scope.allows)])

@@ -118,7 +118,7 @@ def replayed(trace: Sequence[bytes]) -> dict[Key, dict[str, Any]]:
             continue
         if not isinstance(data, dict) or "tenant" not in data or "ts" not in data:
             continue
-        from spanguard.streams.fleet.observations import parse_ts
+        from spanguard.streams.fleet.times import parse_ts
 
         ts = parse_ts(data["ts"])
         assert ts is not None

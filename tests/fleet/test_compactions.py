@@ -14,12 +14,11 @@ from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.fleet_view import local_view, merge_views
 from spanguard.streams.fleet.metrics import FleetMetrics
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import CompactionOutcomeRule, parse_rules
 from spanguard.streams.fleet.session_view import merge_session_views, session_view
 from spanguard.streams.sim.scenarios import demo_fleet
 from tests.fleet.compactions import T0, clean, combine, fleet_trace
-from tests.fleet.traces import run, shifted
+from tests.fleet.traces import merge, run, shifted
 
 RULES = parse_rules(
     """
@@ -35,12 +34,7 @@ def evaluate(partials: list[Partial]) -> tuple[FleetEvaluator, list[tuple[str, s
     """Merge the partials as the aggregator does; the evaluator and (rule, tenant,
     status) of every alert."""
     ev = FleetEvaluator(FleetSettings(), RULES)
-    alerts: list[tuple[str, str, str]] = []
-    for partial in partials:
-        for start, counts in sorted(partial.windows.items()):
-            for alert in ev.merge(partial.tenant, start, counts, 0.0).alerts:
-                alerts.append((alert.rule, alert.tenant, alert.status))
-    return ev, alerts
+    return ev, [(alert.rule, alert.tenant, alert.status) for alert in merge(ev, partials)]
 
 
 def value(metrics: FleetMetrics, name: str, **labels: str) -> float:
@@ -170,20 +164,6 @@ def test_compacted_sessions_are_bounded_and_keep_the_worst() -> None:
     assert counts.compaction_total == COMPACTED_SESSIONS + 31  # totals are exact
     counts.count_compaction("late-clean", "clean", 100, 50, 0, 5)
     assert "late-clean" not in counts.compacted
-
-
-def test_observations_of_compactions_count_like_outputs() -> None:
-    ev = FleetEvaluator(FleetSettings(), RULES)
-    fired = []
-    for n in range(3):
-        obs = Observation(
-            "compaction", "t", T0 + n, f"s{n}", f"c{n}", outcome="critical",
-            tokens_before=100, tokens_after=80, keys_lost=1,
-        )  # fmt: skip
-        assert Observation.from_bytes(obs.to_bytes()) == obs
-        fired.extend(ev.handle(obs, 0.0).alerts)
-    assert [a.rule for a in fired] == ["failing-compactions"]
-    assert fired[0].sessions == ["s0", "s1", "s2"]
 
 
 def test_the_inspector_lists_each_compaction_with_its_faults() -> None:

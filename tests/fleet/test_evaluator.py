@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from spanguard.schemas import ContextCompacted, FaultKind, FleetAlert, IntegrityFault
+from spanguard.schemas import ContextCompacted, FaultKind, IntegrityFault
 from spanguard.schemas.codec import decode_output, encode_output
 from spanguard.streams.fleet.aggregates import Window, window_of
 from spanguard.streams.fleet.alerts import fingerprint
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import parse_rules
 from spanguard.streams.sim.scenarios import broken, demo_fleet, healthy
-from tests.fleet.traces import run, shifted
+from tests.fleet.traces import Record, faulty, feed, run, shifted
 
 RULES = parse_rules(
     """
@@ -32,19 +31,6 @@ SIZE = 60.0
 
 def evaluator(**overrides: float) -> FleetEvaluator:
     return FleetEvaluator(FleetSettings.model_validate(overrides), RULES)
-
-
-def feed(ev: FleetEvaluator, observations: list[Observation], now: float = 0.0) -> list[FleetAlert]:
-    alerts: list[FleetAlert] = []
-    for obs in observations:
-        alerts.extend(ev.handle(obs, now).alerts)
-    return alerts
-
-
-def crit(tenant: str, ts: float, session: str = "s", n: int = 0) -> Observation:
-    return Observation(
-        "fault", tenant, ts, session, f"flt-{tenant}-{ts}-{n}", "UNGATED_EVICTION", "critical"
-    )
 
 
 def test_window_edges_follow_the_events_ts() -> None:
@@ -105,7 +91,7 @@ def test_demo_fleet_aggregates_per_tenant_and_fires_once_per_rule_and_tenant() -
 
 def test_alert_fields_follow_the_contract() -> None:
     ev = evaluator()
-    [alert] = feed(ev, [crit("acme", T0 + 5, "sess-9")])
+    [alert] = feed(ev, [faulty("acme", T0 + 5, "sess-9")])
     assert alert.session_id == "*" and alert.caused_by is None
     assert alert.fingerprint == fingerprint("critical", "acme")
     assert alert.window.start.timestamp() == T0 and alert.window.end.timestamp() == T0 + SIZE
@@ -117,7 +103,7 @@ def test_alert_fields_follow_the_contract() -> None:
 
 
 def test_repeat_interval_limits_re_sending_a_firing_alert() -> None:
-    stream = [crit("acme", T0 + 60 * w + 1, n=w) for w in range(5)]  # 5 windows in a row
+    stream = [faulty("acme", T0 + 60 * w + 1, n=w) for w in range(5)]  # 5 windows in a row
     sent = feed(evaluator(repeat_interval_seconds=120), stream)
     assert [a.window.start.timestamp() - T0 for a in sent] == [0, 120, 240]
     assert len({a.alert_id for a in sent}) == 3
@@ -131,27 +117,27 @@ def test_repeat_interval_limits_re_sending_a_firing_alert() -> None:
 
 def test_resolution_is_announced_once_and_a_new_episode_fires_again() -> None:
     ev = evaluator(grace_seconds=5)
-    assert len(feed(ev, [crit("acme", T0 + 1)])) == 1
-    quiet = Observation("activity", "acme", T0 + 70, events=1, sessions=1)
+    assert len(feed(ev, [faulty("acme", T0 + 1)])) == 1
+    quiet = Record("acme", T0 + 70)
     assert feed(ev, [quiet]) == []  # the next window is not closed yet
-    closing = Observation("activity", "acme", T0 + 125, events=1, sessions=1)
+    closing = Record("acme", T0 + 125)
     [resolved] = feed(ev, [closing])  # T0+120 (end of the quiet window) + grace passed
     assert resolved.status == "resolved" and resolved.rule == "critical"
     assert resolved.window.start.timestamp() == T0 + 60  # the quiet window
     assert resolved.fingerprint == fingerprint("critical", "acme")
-    later = [Observation("activity", "acme", T0 + 60 * w, events=1) for w in range(3, 6)]
+    later = [Record("acme", T0 + 60 * w) for w in range(3, 6)]
     assert feed(ev, later) == [], "resolved is announced once"
-    [again] = feed(ev, [crit("acme", T0 + 400, n=1)])
+    [again] = feed(ev, [faulty("acme", T0 + 400, n=1)])
     assert again.status == "firing" and again.alert_id not in {resolved.alert_id}
 
 
 def test_idle_tenants_resolve_on_the_timer_tick() -> None:
     ev = evaluator(idle_seconds=30)
-    feed(ev, [crit("acme", T0 + 1)], now=1000.0)
+    feed(ev, [faulty("acme", T0 + 1)], now=1000.0)
     assert ev.ticks_due(1010.0) == []  # not idle yet
     assert ev.tick("acme", 1010.0).alerts == []
     assert ev.ticks_due(1031.0) == ["acme"]
-    outcome = ev.handle(Observation("tick", "acme", 1031.0), 1031.0)
+    outcome = ev.tick("acme", 1031.0)
     assert [(a.rule, a.status) for a in outcome.alerts] == [("critical", "resolved")]
     assert outcome.tenant_changed
     assert ev.ticks_due(2000.0) == [], "nothing left open"
@@ -160,9 +146,9 @@ def test_idle_tenants_resolve_on_the_timer_tick() -> None:
 
 def test_healthy_share_is_judged_when_the_window_closes() -> None:
     ev = evaluator(grace_seconds=0)
-    bad = Observation("activity", "acme", T0 + 1, cycles=4, healthy=1, unhealthy_sessions=["s1"])
+    bad = Record("acme", T0 + 1, "s1", cycles=4, healthy=1)
     assert feed(ev, [bad]) == [], "a share is not judged while its window is open"
-    [alert] = feed(ev, [Observation("activity", "acme", T0 + 61, events=1)])
+    [alert] = feed(ev, [Record("acme", T0 + 61)])
     assert (alert.rule, alert.status, alert.count, alert.sessions) == (
         "unhealthy",
         "firing",
@@ -171,14 +157,14 @@ def test_healthy_share_is_judged_when_the_window_closes() -> None:
     )
     assert alert.window.start.timestamp() == T0
     # The window after it is quiet (no cycle at all): resolved when it closes.
-    [resolved] = feed(ev, [Observation("activity", "acme", T0 + 121, events=1)])
+    [resolved] = feed(ev, [Record("acme", T0 + 121)])
     assert (resolved.rule, resolved.status) == ("unhealthy", "resolved")
 
 
-def test_late_observations_are_counted_but_not_judged() -> None:
+def test_late_partials_are_counted_but_not_judged() -> None:
     ev = evaluator(grace_seconds=0)
-    feed(ev, [Observation("activity", "acme", T0 + 130, events=1)])  # closes T0..T0+120
-    assert feed(ev, [crit("acme", T0 + 5)]) == []
+    feed(ev, [Record("acme", T0 + 130)])  # closes T0..T0+120
+    assert feed(ev, [faulty("acme", T0 + 5)]) == []
     counts = ev.counts("acme", Window(T0, T0 + SIZE))
     assert counts is not None and counts.fault_total == 1
 
@@ -201,7 +187,7 @@ def test_alert_ids_are_deterministic() -> None:
 
 def test_restored_state_neither_resends_nor_forgets() -> None:
     ev = evaluator(grace_seconds=5)
-    feed(ev, [crit("acme", T0 + 1), crit("acme", T0 + 2, n=1)])
+    feed(ev, [faulty("acme", T0 + 1), faulty("acme", T0 + 2, n=1)])
     tenants = [(t, ev.tenant_record(t)) for t in ev.tenants]
     windows = [
         (t, start, ev.window_record(t, Window(start, start + SIZE)))
@@ -211,8 +197,8 @@ def test_restored_state_neither_resends_nor_forgets() -> None:
     restored = evaluator(grace_seconds=5)
     assert restored.restore(tenants, windows, now=0.0) == 1
     assert restored.counts("acme", Window(T0, T0 + SIZE)).fault_total == 2  # type: ignore[union-attr]
-    assert feed(restored, [crit("acme", T0 + 3, n=2)]) == [], "already sent before the restart"
-    [resolved] = feed(restored, [Observation("activity", "acme", T0 + 126, events=1)])
+    assert feed(restored, [faulty("acme", T0 + 3, n=2)]) == [], "already sent before the restart"
+    [resolved] = feed(restored, [Record("acme", T0 + 126)])
     assert resolved.status == "resolved"
 
 
@@ -227,7 +213,7 @@ def test_a_restored_tenant_goes_idle_on_its_own_clock() -> None:
     """The idle timer travels with the tenant: a new owner (a rebalance) does not
     restart it, so a restless group cannot keep an alert from resolving."""
     ev = evaluator(grace_seconds=5, idle_seconds=30)
-    feed(ev, [crit("acme", T0 + 1)], now=1000.0)
+    feed(ev, [faulty("acme", T0 + 1)], now=1000.0)
     records = [(t, ev.tenant_record(t)) for t in ev.tenants]
     restored = evaluator(grace_seconds=5, idle_seconds=30)
     restored.load(records, [], now=1020.0)

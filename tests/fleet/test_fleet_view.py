@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spanguard.schemas import FaultKind
 from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.fleet_view import (
@@ -10,22 +11,23 @@ from spanguard.streams.fleet.fleet_view import (
     local_view,
     merge_views,
 )
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import default_rules
 from spanguard.streams.sim.scenarios import demo_fleet
-from tests.fleet.traces import run, shifted
+from tests.fleet.traces import Record, faulty, feed, merge, run, shifted
 
 T0 = 1_796_000_040.0
 
 
 def evaluator_for(tenants: set[str]) -> FleetEvaluator:
-    """An evaluator fed with the demo fleet's observations of ``tenants`` only (one worker)."""
+    """An evaluator fed with the demo fleet's partials of ``tenants`` only (one worker)."""
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for partial in run(shifted(demo_fleet(12), T0)).partials:
-        if partial.tenant in tenants:
-            for start, counts in partial.windows.items():
-                ev.merge(partial.tenant, start, counts, 0.0)
+    merge(ev, [p for p in run(shifted(demo_fleet(12), T0)).partials if p.tenant in tenants])
     return ev
+
+
+def stale(tenant: str, ts: float, session: str = "s", n: int = 0) -> Record:
+    """A record of ``session`` that raised a ``STALE_SCORE`` warning."""
+    return faulty(tenant, ts, session, FaultKind.STALE_SCORE, n)
 
 
 def test_workers_parts_merge_into_the_fleet() -> None:
@@ -52,12 +54,10 @@ def test_workers_parts_merge_into_the_fleet() -> None:
 
 def test_tenants_are_listed_worst_first_and_capped() -> None:
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for i, faults in enumerate([1, 5, 3]):
-        for n in range(faults):
-            ev.handle(
-                Observation("fault", f"t{i}", T0 + n, "s", f"f{i}-{n}", "STALE_SCORE", "warning"),
-                0.0,
-            )
+    feed(
+        ev,
+        [stale(f"t{i}", T0 + n, n=n) for i, faults in enumerate([1, 5, 3]) for n in range(faults)],
+    )
     fleet = merge_views([local_view(ev, windows=2)], max_tenants=2)
     assert [t["tenant"] for t in fleet["tenants"]] == ["t1", "t2"]
     assert fleet["tenant_count"] == 3 and fleet["totals"]["tenants"] == 3
@@ -66,8 +66,7 @@ def test_tenants_are_listed_worst_first_and_capped() -> None:
 
 def test_windows_per_tenant_are_bounded() -> None:
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for w in range(5):
-        ev.handle(Observation("activity", "t", T0 + 60 * w, events=1, sessions=1), 0.0)
+    feed(ev, [Record("t", T0 + 60 * w) for w in range(5)])
     assert len(local_view(ev)["tenants"][0]["windows"]) == 1
     assert len(local_view(ev, windows=3)["tenants"][0]["windows"]) == 3
     assert local_view(ev, windows=0)["tenants"][0]["windows"] == []
@@ -83,11 +82,13 @@ def test_empty_fleet() -> None:
 def test_every_tenant_keeps_its_worst_sessions_and_critical_kinds_come_first() -> None:
     ev = FleetEvaluator(FleetSettings(), default_rules())
     # A noisy tenant with many bad sessions and a quiet one with a single warning.
-    for n in range(40):
-        kind = "UNGATED_EVICTION|critical" if n % 2 else "STALE_SCORE|warning"
-        k, severity = kind.split("|")
-        ev.handle(Observation("fault", "noisy", T0 + n, f"s{n}", f"f{n}", k, severity), 0.0)
-    ev.handle(Observation("fault", "quiet", T0, "q1", "q", "STALE_SCORE", "warning"), 0.0)
+    noisy = [
+        faulty(
+            "noisy", T0 + n, f"s{n}", FaultKind.UNGATED_EVICTION if n % 2 else FaultKind.STALE_SCORE
+        )
+        for n in range(40)
+    ]
+    feed(ev, [*noisy, stale("quiet", T0, "q1")])
     fleet = merge_views([local_view(ev)])
     by_tenant = {w["tenant"] for w in fleet["worst_sessions"]}
     assert by_tenant == {"noisy", "quiet"}
@@ -99,15 +100,12 @@ def test_every_tenant_keeps_its_worst_sessions_and_critical_kinds_come_first() -
 
 def test_the_chart_axis_spans_the_data() -> None:
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for w in (0, 14, 40):  # windows 0, 14 and 40 (window 0 falls out of the 30-window axis)
-        obs = Observation("fault", "t", T0 + 60 * w, "s", f"f{w}", "STALE_SCORE", "warning")
-        ev.handle(obs, 0.0)
+    # Windows 0, 14 and 40 (window 0 falls out of the 30-window axis).
+    feed(ev, [stale("t", T0 + 60 * w, n=w) for w in (0, 14, 40)])
     starts = merge_views([local_view(ev)])["series"]["starts"]
     assert len(starts) == SERIES_WINDOWS
     ev = FleetEvaluator(FleetSettings(), default_rules())
-    for w in (0, 14):
-        obs = Observation("fault", "t", T0 + 60 * w, "s", f"f{w}", "STALE_SCORE", "warning")
-        ev.handle(obs, 0.0)
+    feed(ev, [stale("t", T0 + 60 * w, n=w) for w in (0, 14)])
     series = merge_views([local_view(ev)])["series"]
     assert len(series["starts"]) == 15
     assert series["faults_per_minute_by_kind"]["STALE_SCORE"][0] == 1.0

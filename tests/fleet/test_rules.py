@@ -8,7 +8,6 @@ import pytest
 
 from spanguard.schemas import FaultKind, Severity
 from spanguard.streams.fleet.aggregates import WindowCounts
-from spanguard.streams.fleet.observations import Observation
 from spanguard.streams.fleet.rules import (
     FaultCountRule,
     FaultSeverityRule,
@@ -18,6 +17,7 @@ from spanguard.streams.fleet.rules import (
     load_rules,
     parse_rules,
 )
+from tests.fleet.traces import fault
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alert-rules.yaml"
 
@@ -47,10 +47,6 @@ rules:
     assert isinstance(share, HealthyShareRule) and not share.instant and crit.instant
 
 
-def fault(kind: str, severity: str, session: str = "s1") -> Observation:
-    return Observation("fault", "t", 0.0, session, None, kind, severity)
-
-
 def test_rule_verdicts_on_window_counts() -> None:
     crit, stale, share = parse_rules(
         """
@@ -62,20 +58,23 @@ rules:
     )
     counts = WindowCounts()
     assert not crit.evaluate(counts, 5).firing
-    counts.add(fault("SEQUENCE_GAP", "info", "a"), 5)
+    counts.count_output(fault("t", 0.0, "a", FaultKind.SEQUENCE_GAP, Severity.INFO), 5)
     assert not crit.evaluate(counts, 5).firing  # info is below warning
-    counts.add(fault("STALE_SCORE", "warning", "b"), 5)
+    counts.count_output(fault("t", 0.0, "b", FaultKind.STALE_SCORE, Severity.WARNING), 5)
     verdict = crit.evaluate(counts, 5)
     assert verdict.firing and verdict.count == 1 and verdict.sessions == ["b"]
     assert not stale.evaluate(counts, 5).firing  # 1 is not more than 1
-    counts.add(fault("STALE_SCORE", "warning", "c"), 5)
+    counts.count_output(fault("t", 0.0, "c", FaultKind.STALE_SCORE, Severity.WARNING), 5)
     verdict = stale.evaluate(counts, 5)
     assert verdict.firing and verdict.count == 2 and verdict.sessions == ["b", "c"]
 
-    activity = Observation("activity", "t", 0.0, cycles=3, healthy=0, unhealthy_sessions=["x"])
-    counts.add(activity, 5)
+    # Rewrite cycles as the combiner counts them: closed and healthy ones, a sample of
+    # the sessions with an unhealthy one.
+    counts.cycles += 3
+    counts.add_sample("unhealthy", "x", 5)
     assert not share.evaluate(counts, 5).firing  # 3 cycles < min_cycles
-    counts.add(Observation("activity", "t", 0.0, cycles=2, healthy=2), 5)
+    counts.cycles += 2
+    counts.healthy += 2
     verdict = share.evaluate(counts, 5)  # 2 healthy of 5 = 0.4 < 0.5
     assert verdict.firing and verdict.count == 3 and verdict.sessions == ["x"]
 

@@ -1,15 +1,23 @@
-"""Building fleet traces and running them through the engine for the fleet tests."""
+"""Building fleet traces and running them through the engine for the fleet tests, and
+partials made as a worker makes them from hand-made records."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import orjson
 
-from spanguard.schemas import FleetAlert, OutputEvent
+from spanguard.schemas import (
+    DEFAULT_SEVERITY,
+    FaultKind,
+    FleetAlert,
+    IntegrityFault,
+    OutputEvent,
+    Severity,
+)
 from spanguard.schemas.codec import decode_output
 from spanguard.streams.engine.engine import Engine
 from spanguard.streams.fleet.combiner import (
@@ -54,11 +62,118 @@ class Run:
 
     def feed(self, evaluator: FleetEvaluator, now: float = 0.0) -> list[FleetAlert]:
         """Merge every partial into ``evaluator`` as the aggregator does; the alerts."""
-        alerts: list[FleetAlert] = []
-        for partial in self.partials:
-            for start, counts in sorted(partial.windows.items()):
-                alerts.extend(evaluator.merge(partial.tenant, start, counts, now).alerts)
-        return alerts
+        return merge(evaluator, self.partials, now)
+
+
+def merge(
+    evaluator: FleetEvaluator, partials: Iterable[Partial], now: float = 0.0
+) -> list[FleetAlert]:
+    """Merge ``partials`` into ``evaluator`` in order, as the aggregator does; the alerts."""
+    alerts: list[FleetAlert] = []
+    for partial in partials:
+        for start, counts in sorted(partial.windows.items()):
+            alerts.extend(evaluator.merge(partial.tenant, start, counts, now).alerts)
+    return alerts
+
+
+@dataclass(frozen=True)
+class Record:
+    """A hand-made input record of one session, the outputs the engine gave it and the
+    rewrite cycles it closed (``healthy`` of them healthy)."""
+
+    tenant: str
+    ts: float
+    session: str = "s"
+    outputs: tuple[OutputEvent, ...] = ()
+    cycles: int = 0
+    healthy: int = 0
+
+    def value(self) -> bytes:
+        """The input record's value (what the combiner parses: tenant, session, ts)."""
+        return orjson.dumps(
+            {
+                "type": "span.added",
+                "tenant": self.tenant,
+                "session_id": self.session,
+                "ts": iso(self.ts),
+            }
+        )
+
+
+def iso(ts: float) -> str:
+    """RFC 3339 UTC text of ``ts``."""
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def fault(
+    tenant: str,
+    ts: float,
+    session: str = "s",
+    kind: FaultKind = FaultKind.UNGATED_EVICTION,
+    severity: Severity | None = None,
+    n: int = 0,
+) -> IntegrityFault:
+    """One ``integrity.fault`` of ``kind`` (at its default severity unless given)."""
+    return IntegrityFault(
+        session_id=session,
+        tenant=tenant,
+        caused_by=f"{session}-e{n}",
+        ts=datetime.fromtimestamp(ts, UTC),
+        fault_id=f"flt-{tenant}-{ts}-{n}",
+        kind=kind,
+        severity=severity or DEFAULT_SEVERITY[kind],
+        span_ids=["u1"],
+        evidence={},
+    )
+
+
+def faulty(
+    tenant: str,
+    ts: float,
+    session: str = "s",
+    kind: FaultKind = FaultKind.UNGATED_EVICTION,
+    n: int = 0,
+) -> Record:
+    """A record of ``session`` that raised one fault of ``kind`` (its default severity)."""
+    return Record(tenant, ts, session, (fault(tenant, ts, session, kind, n=n),))
+
+
+class Worker:
+    """A worker's fleet combiner fed records by hand (one partition, a checkpoint after
+    every record): the partials it writes to ``<prefix>.fleet``."""
+
+    def __init__(self, window_seconds: float = 60.0, max_tenants: int = 50) -> None:
+        self.metrics = FleetMetrics(max_tenants)
+        self.recent = RecentRecords(64, 1000)
+        self._cycles = (0, 0)
+        """The partition's engine counters: rewrite cycles closed, healthy ones."""
+        self.combiner = FleetCombiner(
+            window_seconds, self.metrics, self.recent, lambda _partition: self._cycles
+        )
+
+    def observe(self, value: bytes, outputs: Sequence[OutputEvent] = ()) -> list[Partial]:
+        """One input record and its outputs, then a checkpoint: the partials it wrote."""
+        self.combiner.observe(0, value, outputs)
+        partials = [Partial.from_bytes(raw) for _, raw in self.combiner.partials(0)]
+        assert None not in partials
+        return [p for p in partials if p is not None]
+
+    def partials(self, records: Iterable[Record]) -> list[Partial]:
+        """The partials of ``records``, in order."""
+        made: list[Partial] = []
+        for record in records:
+            closed, healthy = self._cycles
+            self._cycles = (closed + record.cycles, healthy + record.healthy)
+            made.extend(self.observe(record.value(), record.outputs))
+        return made
+
+
+def feed(
+    evaluator: FleetEvaluator, records: Iterable[Record], now: float = 0.0
+) -> list[FleetAlert]:
+    """``records`` through a fresh worker's combiner, its partials merged into
+    ``evaluator`` as the aggregator does; the alerts."""
+    return merge(evaluator, Worker(evaluator.settings.window_seconds).partials(records), now)
 
 
 def run(lines: Iterable[bytes], window_seconds: float = 60.0, max_tenants: int = 50) -> Run:

@@ -23,6 +23,7 @@ import re
 from typing import NamedTuple
 
 from spanguard.streams.engine.names import HEAD_NOUNS
+from spanguard.streams.engine.shape import may_hold_phone
 
 __all__ = ["IDENTIFYING_FIELDS", "FieldValue", "Phone", "TypedValues", "field_noun", "find_typed"]
 
@@ -160,9 +161,9 @@ def find_typed(text: str, shape: bytes | None = None) -> TypedValues:
             claimed.append((start, start + len(stripped)))
     phones: list[Phone] = []
     # Most texts have no ten digits in a row: one scan that starts on a digit says so,
-    # and fewer than ten digits in all (the shape's count) says so without a scan.
+    # and the shape says so for most without a scan.
     if shape is not None:
-        ten = shape.count(b"0") >= 10 and _TEN_ASCII_DIGITS.search(text) is not None
+        ten = may_hold_phone(shape) and _TEN_ASCII_DIGITS.search(text) is not None
     else:
         ten = _TEN_DIGITS.search(text) is not None
     found = _PHONE.finditer(text) if ten else ()

@@ -36,6 +36,7 @@ def shape_of(text: str) -> bytes | None:
 
 def may_hold_phone(shape: bytes) -> bool:
     """Whether the shaped text has ten digits in a row with at most two separators
-    between each two (a phone number's digits; ``typed_values._TEN_DIGITS``): after
-    three separators in a row are cut and the rest dropped, ten digits touch."""
+    between each two, as a phone number's digits are (``typed_values._TEN_DIGITS``
+    says the same): after three separators in a row are cut and the rest dropped,
+    ten digits touch."""
     return b"0000000000" in shape.replace(b"sss", b" ").replace(b"s", b"")

@@ -38,9 +38,8 @@ _PHONE = re.compile(
 )
 # Ten digits, at most two separators between two of them: the least a phone has. The
 # search starts only on a digit after no digit (a match inside a run means one at its
-# start), and in an ASCII text (most) on a plain [0-9] class, which sre skips to in C.
+# start). An ASCII text (most) asks its shape instead (shape.may_hold_phone).
 _TEN_DIGITS = re.compile(r"\d(?<!\d\d)(?:[ ().\-]{0,2}+\d){9}")
-_TEN_ASCII_DIGITS = re.compile(r"[0-9](?<![0-9][0-9])(?:[ ().\-]{0,2}+[0-9]){9}")
 _DOTTED_QUAD = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _ISO_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
 _DIGIT = re.compile(r"\d")
@@ -160,12 +159,9 @@ def find_typed(text: str, shape: bytes | None = None) -> TypedValues:
             fields.append(FieldValue(key, type_, stripped, start, is_name))
             claimed.append((start, start + len(stripped)))
     phones: list[Phone] = []
-    # Most texts have no ten digits in a row: one scan that starts on a digit says so,
-    # and the shape says so for most without a scan.
-    if shape is not None:
-        ten = may_hold_phone(shape) and _TEN_ASCII_DIGITS.search(text) is not None
-    else:
-        ten = _TEN_DIGITS.search(text) is not None
+    # Most texts have no ten digits in a row: the shape says so without a regex, or
+    # one scan that starts on a digit.
+    ten = may_hold_phone(shape) if shape is not None else _TEN_DIGITS.search(text) is not None
     found = _PHONE.finditer(text) if ten else ()
     for match in found:
         surface = match.group()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spanguard.streams.engine import referents, typed_values
+from spanguard.streams.engine import referents
 from spanguard.streams.engine.names import scan_names
-from spanguard.streams.engine.shape import may_hold_phone, shape_of
+from spanguard.streams.engine.shape import shape_of
 from spanguard.streams.engine.typed_values import find_typed
 
 # Pieces that make phones, upper-case codes and capitalised words likely.
@@ -68,15 +68,3 @@ def test_upper_case_codes_are_the_same_with_or_without_the_shape(text: str) -> N
         return scanner.identifiers
 
     assert codes(shape_of(text)) == codes(None)
-
-
-_DIGITS_AND_SEPARATORS = st.text(alphabet=st.sampled_from("0123456789 ().-x"), max_size=40)
-
-
-@given(_DIGITS_AND_SEPARATORS)
-@settings(max_examples=500, deadline=None)
-def test_the_phone_precheck_never_misses_ten_digits(text: str) -> None:
-    shape = shape_of(text)
-    assert shape is not None
-    if typed_values._TEN_ASCII_DIGITS.search(text) is not None:
-        assert may_hold_phone(shape)

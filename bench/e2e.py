@@ -55,9 +55,11 @@ from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.app.topology import runtime_config
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.kafka_io.keys import session_key
+from spanguard.streams.kafka_io.outputs import OutputReader
 from spanguard.streams.kafka_io.partitioning import partition_for
+from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import create_topics, ensure_topics
-from spanguard.streams.kafka_io.traces import OutputReader, produce_lines, session_key
 from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from spanguard.streams.runtime.config import changelog_topic
 from spanguard.streams.runtime.kafka_transport import KafkaTransport
@@ -66,6 +68,15 @@ from spanguard.streams.settings import load_settings
 from spanguard.streams.sim.scenarios import demo_fleet
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def save_results(name: str, results: object) -> None:
+    """Write ``results`` as bench/results/<name> (JSON) and say so."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote bench/results/{name}")
+
+
 PARTITIONS = 4
 
 
@@ -678,10 +689,7 @@ def latency_runs(runs: int, baseline: Path | None = None) -> None:
             f"{floor['p50_ms']}/{floor['p99_ms']}/{floor['p999_ms']} ms, "
             f"load {row['load_avg_1m']}"
         )
-    RESULTS.mkdir(exist_ok=True)
-    name = "e2e-latency.json" if baseline is None else "e2e-latency-baseline.json"
-    (RESULTS / name).write_text(json.dumps(rows, indent=2) + "\n")
-    print(f"wrote bench/results/{name}")
+    save_results("e2e-latency.json" if baseline is None else "e2e-latency-baseline.json", rows)
 
 
 def main() -> None:
@@ -756,10 +764,7 @@ def main() -> None:
     results["targets"] = verdicts(results)
     for line in results["targets"]:
         print(line)
-    RESULTS.mkdir(exist_ok=True)
-    name = "e2e-quick.json" if args.quick else "e2e.json"
-    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote bench/results/{name}")
+    save_results("e2e-quick.json" if args.quick else "e2e.json", results)
 
 
 if __name__ == "__main__":

@@ -59,10 +59,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.e2e import (
     MEMORY_DIR,
-    RESULTS,
     Bench,
     fresh_bench,
     gate_latency,
+    save_results,
     web_env,
     worker_throughput,
 )
@@ -485,10 +485,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "rows": rows,
         "report": lines,
     }
-    RESULTS.mkdir(exist_ok=True)
-    name = "e2e-gate-tail-quick.json" if args.quick else "e2e-gate-tail.json"
-    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote bench/results/{name}")
+    save_results("e2e-gate-tail-quick.json" if args.quick else "e2e-gate-tail.json", results)
 
 
 if __name__ == "__main__":

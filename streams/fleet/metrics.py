@@ -64,6 +64,7 @@ OTHER = "other"
 """The tenant label of every tenant past the cap."""
 UNKNOWN = "unknown"
 """The tenant label of input records whose tenant could not be read."""
+_SHARED = frozenset({OTHER, UNKNOWN})
 
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0,
@@ -104,7 +105,7 @@ class TenantLabels:
     same tenants label the same ones. A tenant that first appears with a lower rank takes
     the slot of the highest-ranked labelled one, which goes to ``other`` from then on (its
     series stops growing); with a stable set of tenants every worker settles on the same
-    labels.
+    labels. A tenant named ``other`` or ``unknown`` takes no slot (see ``__call__``).
     """
 
     __slots__ = ("_labelled", "_ranked", "always", "slots")
@@ -122,7 +123,9 @@ class TenantLabels:
             return UNKNOWN
         if tenant in self._labelled or tenant in self.always:
             return tenant
-        if not self.slots:
+        if not self.slots or tenant in _SHARED:
+            # A tenant named like a shared label is counted under "other": a slot of
+            # its own would be indistinguishable from the overflow's series.
             return OTHER
         entry = (tenant_rank(tenant), tenant)
         ranked = self._ranked

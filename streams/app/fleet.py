@@ -135,7 +135,7 @@ class Fleet:
             session_id,
             runtime.session(tenant, session_id),
             self.recent.get(tenant, session_id),
-            closed=any((tenant, session_id) in e.stats.closed_sessions for e in runtime.engines()),
+            closed=any((tenant, session_id) in e.markers.closed for e in runtime.engines()),
         )
 
     def local_view(

@@ -7,8 +7,8 @@ the Faust agents, ``spanguard replay`` and the tests all drive it the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -65,10 +65,6 @@ class EngineStats:
     sessions_closed: int = 0
     sessions_expired: int = 0
     """Sessions expired after ``idle_timeout`` without events (contract 1.2)."""
-    closed_sessions: Mapping[SessionKey, int] = field(default_factory=dict)
-    """Closed sessions and the highest ``seq`` they had accepted: a read-only view of
-    the engine's markers (:attr:`Engine.markers`, their store), for the readers that
-    look here."""
 
 
 class Engine:
@@ -98,7 +94,7 @@ class Engine:
         )
         self.markers = self.lifetimes.markers
         """The markers of closed and expired sessions (forgotten by the clock)."""
-        self.stats = EngineStats(closed_sessions=self.markers.closed)
+        self.stats = EngineStats()
         self._last_ts = EPOCH
         self._changelog = Changelog(self.settings.dedup_window) if track_changes else None
 

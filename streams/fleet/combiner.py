@@ -316,7 +316,7 @@ def newest_expiries(engine: Engine, count: int) -> list[tuple[str, float]]:
     found: list[tuple[str, float]] = []
     if count <= 0:
         return found
-    for (tenant, _), marker in reversed(engine.lifetimes.markers.items()):
+    for (tenant, _), marker in reversed(engine.markers.items()):
         if marker.kind == "expired" and marker.at is not None:
             found.append((tenant, marker.at.timestamp()))
             if len(found) == count:

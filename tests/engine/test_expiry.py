@@ -101,7 +101,7 @@ def test_markers_are_forgotten_after_their_retention() -> None:
     p.add("b", 30)  # a expires at 24 h
     assert rejection(p.add("a", 31)).reason is RejectReason.SESSION_EXPIRED
     p.add("b", 24 + 7 * 24 + 1)  # the marker is older than 7 days: forgotten
-    assert ("acme", "a") not in p.engine.lifetimes.markers
+    assert ("acme", "a") not in p.engine.markers
     assert p.add("a", 24 + 7 * 24 + 2) == []  # a new session under the old id
 
 
@@ -111,9 +111,9 @@ def test_closed_markers_are_forgotten_too() -> None:
     script = p.scripts["a"]
     script.close()
     p.engine.process_raw(script.lines()[-1], Source("t", 0, 50))
-    assert ("acme", "a") in p.engine.stats.closed_sessions
+    assert ("acme", "a") in p.engine.markers.closed
     p.add("b", 30)
-    assert ("acme", "a") not in p.engine.stats.closed_sessions
+    assert ("acme", "a") not in p.engine.markers.closed
 
 
 def test_a_zero_timeout_never_expires() -> None:

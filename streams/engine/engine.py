@@ -133,14 +133,6 @@ class Engine:
                 self.lifetimes.watch(key, session.newest_ts)
         return len(restored.sessions)
 
-    def forget(self, keys: Iterable[SessionKey]) -> None:
-        """Drop sessions from memory (their partition moved to another worker)."""
-        for key in keys:
-            self.sessions.pop(key, None)
-            self.windows.pop(key, None)
-            if self._changelog is not None:
-                self._changelog.dropped(key)
-
     # -- entry points ----------------------------------------------------
 
     def process_raw(self, raw: bytes | None, source: Source) -> list[OutputEvent]:

@@ -88,10 +88,6 @@ class Changelog:
         self._touched.discard(key)
         self._pending.extend(dump_ended(session, marker, self.dedup_window))
 
-    def dropped(self, key: SessionKey) -> None:
-        """The session left this engine without an end of its own."""
-        self._touched.discard(key)
-
     def forgotten(self, key: SessionKey) -> None:
         """An ended session's marker ran out of retention."""
         self._pending.append(forget_record(key))

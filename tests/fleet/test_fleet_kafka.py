@@ -4,6 +4,7 @@ routed to the session's worker, and the dashboard in headless Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import urllib.parse
@@ -221,7 +222,18 @@ def check_compactions(page: Page, cluster: Cluster) -> None:
     assert shown == [c.outcome for c in reversed(made)] and "critical" in shown
     critical = sorted({o.session_id for o in cluster.replay.outputs
                        if isinstance(o, ContextCompacted) and o.outcome == "critical"})  # fmt: skip
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.select_option("#compaction-filter", "critical")
+    # The fleet's list fills as the aggregator merges the workers' partials, which may
+    # still be on their way after the session's own view is complete.
+    rows = "[...document.querySelectorAll('#compacted tbody tr[data-session]')]"
+    with contextlib.suppress(PlaywrightTimeout):  # the assertion below says what was listed
+        page.wait_for_function(
+            f"want => JSON.stringify({rows}.map(r => r.dataset.session).sort()) === want",
+            arg=orjson.dumps(critical).decode(),
+            timeout=30_000,
+        )
     listed = page.eval_on_selector_all(
         "#compacted tbody tr[data-session]", "rs => rs.map(r => r.dataset.session)"
     )

@@ -164,8 +164,11 @@ class FleetEvaluator:
     ) -> int:
         """Replace every tenant with the stored records; returns how many tenants.
 
-        Idle timers restart at ``now``: the wall time of the previous owner is
-        not known, so a tenant gets a full ``idle_seconds`` before its windows close.
+        Idle timers travel with the tenant: a stored wall time of its last partial
+        is kept (so rebalance churn never postpones idle closing), and only a tenant
+        without one starts at ``now``. After a restart that took longer than
+        ``idle_seconds``, a tenant's windows therefore close at the first tick, before
+        the data path has re-sent the partials of its uncommitted input.
         """
         self.tenants.clear()
         return len(self.load(tenant_records, window_records, now))

@@ -26,12 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-
 from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines
 from bench.memory import _session_number as session_number
-from bench.soak import rss_mb, scrape
+from bench.soak import committed, rss_mb, scrape
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.kafka_io.producer import produce_lines
 from spanguard.streams.kafka_io.topics import ensure_topics
@@ -40,24 +37,6 @@ from spanguard.streams.settings import load_settings
 
 PREFIX = "wmem"
 APP = "wmem-app"
-
-
-async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
-    """Whether ``group`` has committed every record of ``topic``."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await admin.start()
-    await consumer.start()
-    try:
-        parts = [TopicPartition(topic, p) for p in range(partitions)]
-        ends = await consumer.end_offsets(parts)
-        offsets = await admin.list_consumer_group_offsets(group, partitions=parts)
-        return all(
-            end == 0 or (tp in offsets and offsets[tp].offset >= end) for tp, end in ends.items()
-        )
-    finally:
-        await consumer.stop()
-        await admin.close()
 
 
 def _env(bootstrap: str, home: Path, web_port: int, fleet: bool) -> dict[str, str]:

@@ -135,6 +135,9 @@ class FleetAggregator(PartitionOwner[_Owned]):
         loaded = self.evaluator.load(tenants, windows, self._clock())
         committed = opened.committed
         part = _Owned(opened.partition, opened.writer, committed, committed, tenants=set(loaded))
+        # Stored again at the first checkpoint: a timer restarted by the load must
+        # not restart at every later load.
+        part.dirty = {tenant: set() for tenant in loaded}
         for tenant, start, _ in windows:
             part.stored.setdefault(tenant, set()).add(start)
         return part, f"{len(loaded)} tenant(s)"

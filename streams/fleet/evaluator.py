@@ -109,7 +109,7 @@ class FleetEvaluator:
             self._close(state, state.watermark - self.settings.grace_seconds, now)
         )
         # The tenant record changes with alerts and closed windows only (a few times
-        # per window); the watermark alone is not worth a write: restore() derives it.
+        # per window); the watermark alone is not worth a write: load() derives it.
         outcome.tenant_changed = bool(outcome.alerts) or state.closed_through != closed_before
         return outcome
 
@@ -156,31 +156,22 @@ class FleetEvaluator:
 
     # -- persistence -----------------------------------------------------
 
-    def restore(
-        self,
-        tenant_records: Iterable[tuple[str, dict[str, Any]]],
-        window_records: Iterable[tuple[str, float, dict[str, Any]]],
-        now: float,
-    ) -> int:
-        """Replace every tenant with the stored records; returns how many tenants.
-
-        Idle timers travel with the tenant: a stored wall time of its last partial
-        is kept (so rebalance churn never postpones idle closing), and only a tenant
-        without one starts at ``now``. After a restart that took longer than
-        ``idle_seconds``, a tenant's windows therefore close at the first tick, before
-        the data path has re-sent the partials of its uncommitted input.
-        """
-        self.tenants.clear()
-        return len(self.load(tenant_records, window_records, now))
-
     def load(
         self,
         tenant_records: Iterable[tuple[str, dict[str, Any]]],
         window_records: Iterable[tuple[str, float, dict[str, Any]]],
         now: float,
     ) -> set[str]:
-        """Like :meth:`restore`, but replaces only the tenants named in the records
-        (the others stay); returns them."""
+        """Replace the tenants named in the records by their stored state (the others
+        stay); returns them.
+
+        Idle timers travel with the tenant, so rebalance churn never postpones an
+        idle close. A timer that ran out while nobody owned the tenant (a restart
+        longer than ``idle_seconds``) restarts at ``now`` instead: the silence was
+        the outage's, and the data path is about to re-send the partials of its
+        uncommitted input, which an immediate close would count but never judge.
+        The caller stores the records again, so the restart happens once per outage.
+        """
         loaded: set[str] = set()
         for tenant, record in tenant_records:
             self.tenants.pop(tenant, None)
@@ -191,6 +182,8 @@ class FleetEvaluator:
             state.closed_through = float(record.get("closed_through", 0.0))
             seen = record.get("last_seen_wall")
             state.last_seen_wall = float(seen) if isinstance(seen, (int, float)) and seen else now
+            if self._idle(state, now):
+                state.last_seen_wall = now
             state.book.load(record.get("alerts", {}))
         for tenant, start, record in window_records:
             if tenant not in loaded:

@@ -366,6 +366,33 @@ async def test_the_aggregator_restores_outside_the_rebalance_callback() -> None:
     assert set(agg.parts) == set(range(broker.partitions)) and agg.assigned.is_set()
 
 
+async def test_a_timer_restarted_after_an_outage_is_stored_for_the_next_owner() -> None:
+    """An aggregator that opens its partitions after ``idle_seconds`` without an owner
+    gives each tenant one idle period, and stores that, so an owner after it (a
+    rebalance) continues the same timer instead of restarting it again."""
+    broker = fleet_broker(await committed_partials(), partitions=1)
+    clock = Clock(1_000.0)
+    first = aggregator(broker, clock, [])
+    await first.assign([0])
+    end = len(broker.stable("fleet", 0))
+    while 0 not in first.parts or first.parts[0].next_offset < end:
+        await first.step()
+    tenants = first.owned_tenants()
+    assert tenants and not first.evaluator.ticks_due(clock.now)
+    clock.now += 100  # the outage: nobody owns partition 0
+    second = aggregator(broker, clock, [])
+    await second.assign([0])
+    await second.step()
+    assert second.evaluator.ticks_due(clock.now + 29) == []
+    await second.tick()  # nothing due: this checkpoint stores the restarted timers
+    clock.now += 20
+    third = aggregator(broker, clock, [])
+    await third.assign([0])
+    await third.step()
+    assert third.evaluator.ticks_due(clock.now + 9) == []
+    assert sorted(third.evaluator.ticks_due(clock.now + 10)) == sorted(tenants)
+
+
 class AlertTooLarge(Exception):
     """What the broker answers for a record over its limit (never cured by retrying)."""
 

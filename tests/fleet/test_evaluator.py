@@ -195,7 +195,7 @@ def test_restored_state_neither_resends_nor_forgets() -> None:
         for start in state.windows
     ]
     restored = evaluator(grace_seconds=5)
-    assert restored.restore(tenants, windows, now=0.0) == 1
+    assert restored.load(tenants, windows, now=0.0) == {"acme"}
     assert restored.counts("acme", Window(T0, T0 + SIZE)).fault_total == 2  # type: ignore[union-attr]
     assert feed(restored, [faulty("acme", T0 + 3, n=2)]) == [], "already sent before the restart"
     [resolved] = feed(restored, [Record("acme", T0 + 126)])
@@ -219,6 +219,10 @@ def test_a_restored_tenant_goes_idle_on_its_own_clock() -> None:
     restored.load(records, [], now=1020.0)
     assert restored.ticks_due(1029.0) == []
     assert restored.ticks_due(1031.0) == ["acme"]
+    # Loaded again by a restless group: the timer still runs from 1000.
+    again = evaluator(grace_seconds=5, idle_seconds=30)
+    again.load([("acme", restored.tenant_record("acme"))], [], now=1025.0)
+    assert again.ticks_due(1029.0) == [] and again.ticks_due(1031.0) == ["acme"]
     [resolved] = restored.tick("acme", 1031.0).alerts
     assert resolved.status == "resolved"
     # A record written before the timer was kept restarts it at load.
@@ -227,3 +231,17 @@ def test_a_restored_tenant_goes_idle_on_its_own_clock() -> None:
     legacy = evaluator(grace_seconds=5, idle_seconds=30)
     legacy.load([("acme", old)], [], now=1020.0)
     assert legacy.ticks_due(1031.0) == [] and legacy.ticks_due(1050.0) == ["acme"]
+
+
+def test_a_timer_that_ran_out_during_an_outage_restarts_once() -> None:
+    """A restart longer than ``idle_seconds``: the tenant gets one idle period from
+    the load (the data path re-sends its partials meanwhile), and that restarted
+    timer travels with the tenant like any other."""
+    ev = evaluator(grace_seconds=5, idle_seconds=30)
+    feed(ev, [faulty("acme", T0 + 1)], now=1000.0)
+    restored = evaluator(grace_seconds=5, idle_seconds=30)
+    restored.load([("acme", ev.tenant_record("acme"))], [], now=1100.0)
+    assert restored.ticks_due(1129.0) == [] and restored.ticks_due(1130.0) == ["acme"]
+    moved = evaluator(grace_seconds=5, idle_seconds=30)
+    moved.load([("acme", restored.tenant_record("acme"))], [], now=1120.0)
+    assert moved.ticks_due(1129.0) == [] and moved.ticks_due(1130.0) == ["acme"]

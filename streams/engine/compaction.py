@@ -28,6 +28,7 @@ from typing import Any
 
 from spanguard.schemas import ContextRewritten, FaultKind, IntegrityFault, Severity, SnapshotEntry
 from spanguard.streams.engine.emit import Emission
+from spanguard.streams.engine.keys import StoredKey, key_texts
 from spanguard.streams.engine.state import SessionState, SpanState
 
 UNKNOWN_ROLE = "unknown"
@@ -74,14 +75,16 @@ def _whole(session: SessionState, call: str) -> bool:
     return made and answered
 
 
-def parent_keys(session: SessionState, created: Sequence[SnapshotEntry]) -> dict[str, list[str]]:
+def parent_keys(
+    session: SessionState, created: Sequence[SnapshotEntry]
+) -> dict[str, list[StoredKey]]:
     """For each created span with parents, the distinct keys its parents held (live
     ones by their holdings, gone ones by the keys they held when they left)."""
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[StoredKey]] = {}
     for entry in created:
         if not entry.derived_from:
             continue
-        keys: dict[str, None] = {}
+        keys: dict[StoredKey, None] = {}
         for parent in entry.derived_from:
             span = session.spans.get(parent)
             if span is not None:
@@ -113,7 +116,7 @@ def check_after(
     emission: Emission,
     was: Before,
     protected: list[dict[str, Any]],
-    parents: dict[str, list[str]],
+    parents: dict[str, list[StoredKey]],
 ) -> None:
     """Emit the 1.2 faults of a rewrite already applied to ``session``."""
     settings = emission.settings
@@ -147,7 +150,7 @@ def check_after(
                     "span_id": span_id,
                     "parent_keys": len(keys),
                     "kept": kept,
-                    "lost": lost,
+                    "lost": key_texts(lost),
                     "lost_keys_kept": settings.lost_keys_kept,
                 },
             )

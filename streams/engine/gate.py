@@ -30,6 +30,7 @@ from spanguard.schemas import (
     RefusalReason,
 )
 from spanguard.streams.engine.emit import Emission, assemble
+from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
 from spanguard.streams.engine.referent_index import Mention, OrderKey
 from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
@@ -270,6 +271,15 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
 _KEY, _ANAPHOR = 0, 1
 """How a user needs a candidate, in the order the per-candidate walk tries them."""
 
+Edge = tuple[OrderKey, int, StoredKey]
+"""``(user's order key, how, key or type)``: a user's need of a candidate."""
+
+
+def _edge_text(edge: Edge) -> tuple[OrderKey, int, str]:
+    # An edge as its key's text form sorts it (bytes and str keys never compare).
+    at, how, name = edge
+    return at, how, key_text(name)
+
 
 def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, Pin]:
     """:func:`_direct_pins`'s answer from one look at every key's holders and
@@ -283,10 +293,10 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
     index = session.referents
     # By binder id (order keys are lists, never dict keys), with the binders' order
     # keys aside, to sort them.
-    edges: dict[str, list[tuple[OrderKey, int, str]]] = {}
+    edges: dict[str, list[Edge]] = {}
     binders: list[OrderKey] = []
 
-    def edges_of(binder: OrderKey) -> list[tuple[OrderKey, int, str]]:
+    def edges_of(binder: OrderKey) -> list[Edge]:
         found = edges.get(binder[2])
         if found is None:
             found = edges[binder[2]] = []
@@ -302,7 +312,7 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
         if binder[2] not in removal:
             continue
         # Short lists: plain loops, no comprehension to call per key.
-        found: list[tuple[OrderKey, int, str]] | None = None
+        found: list[Edge] | None = None
         for at in holders[1:]:
             if at[2] not in removal:
                 if found is None:
@@ -327,7 +337,9 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             if after and typed[after - 1][2] in removal:
                 edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
     # A few types: one (frozen) Mention each, not one per pin.
-    anaphor_mentions = {type_: Mention(type=type_) for type_ in index.anaphors}
+    anaphor_mentions: dict[StoredKey, Mention] = {
+        type_: Mention(type=type_) for type_ in index.anaphors
+    }
     pins: dict[str, Pin] = {}
     for binder in sorted(binders):
         found = edges[binder[2]]
@@ -335,7 +347,7 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             first, how, name = found[0]
             user_ids = [first[2]]
         else:
-            found.sort()
+            sort_keyed(found, None, _edge_text)
             first, how, name = found[0]
             user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
         mention = (
@@ -347,7 +359,7 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
     return pins
 
 
-def _type_held(span: SpanState, key: str) -> str:
+def _type_held(span: SpanState, key: StoredKey) -> str:
     # The type the binder holds the key under (its first holding of the key).
     for held, type_ in span.holds:
         if held == key:
@@ -473,7 +485,12 @@ def _emit_pins(
         mention = models.get((id(used), surface))
         if mention is None:
             mention = models[(id(used), surface)] = assemble(
-                PinMention, {"key": used.key, "type": used.type, "surface": surface}
+                PinMention,
+                {
+                    "key": None if used.key is None else key_text(used.key),
+                    "type": used.type,
+                    "surface": surface,
+                },
             )
         emission.pin(span_id, event.request_id, pin.pinned_for, mention, pin.path)
 

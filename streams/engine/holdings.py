@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from spanguard.schemas import MentionIn, Referent
 from spanguard.streams.engine.config import EngineSettings
-from spanguard.streams.engine.keys import KeyHasher
+from spanguard.streams.engine.keys import KeyHasher, StoredKey, stored_key
 from spanguard.streams.engine.names import NameBook, NameScan, match_book, new_names
-from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.referent_index import Hold, Mention
 from spanguard.streams.engine.referents import Scan, find_anaphors, scan_text
 
-Holds = tuple[tuple[str, str], ...]
+Holds = tuple[Hold, ...]
 
 BOOK_WORD_ENTRIES = 65536
 """Stored forms of book words and entries remembered per builder (cleared when full)."""
@@ -32,7 +32,7 @@ SHARED_HOLDS_ENTRIES = 4096
 the spans that hold the same (:func:`share_holds`; cleared when full)."""
 
 _shared_holds: dict[Holds, Holds] = {}
-_shared_pairs: dict[tuple[str, str], tuple[str, str]] = {}
+_shared_pairs: dict[Hold, Hold] = {}
 
 
 def share_holds(holds: Holds) -> Holds:
@@ -56,9 +56,9 @@ def share_holds(holds: Holds) -> Holds:
     return shared
 
 
-Surfaces = tuple[tuple[str, str], ...]
-"""``(key hash or type, surface)``: how a span wrote what it holds or refers to, kept
-only when the deployment allows span text in state (``emit_surfaces``)."""
+Surfaces = tuple[tuple[StoredKey, str], ...]
+"""``(key hash, surface)``: how a span wrote what it holds, kept only when the
+deployment allows span text in state (``emit_surfaces``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +187,10 @@ class HoldingsBuilder:
         learns the text's new ones.
         """
         hasher = self._hasher
-        holds: dict[tuple[str, str], None] = {}
+        holds: dict[Hold, None] = {}
         found: dict[Mention, None] = {}
         # The first way the text wrote each held key (only with emit_surfaces).
-        surfaces: dict[str, str] | None = {} if self._surfaces else None
+        surfaces: dict[StoredKey, str] | None = {} if self._surfaces else None
         if text:
             # The extractor asks about lower-case words only; unless types are hashed,
             # their stored form is the word itself, so the session's set answers directly.
@@ -228,8 +228,8 @@ class HoldingsBuilder:
         book: NameBook,
         text: str,
         scan: Scan,
-        holds: dict[tuple[str, str], None],
-        surfaces: dict[str, str] | None,
+        holds: dict[Hold, None],
+        surfaces: dict[StoredKey, str] | None,
     ) -> None:
         """Hold the text's names and the book's names it repeats; teach the book the
         new ones."""
@@ -245,7 +245,9 @@ class HoldingsBuilder:
 
             repeats = match_book(scan.names, text, lookup, starts)
             own, repeats = new_names(own, repeats)
-            for key, type_, start, end in repeats:
+            for book_key, type_, start, end in repeats:
+                # The book keeps text forms (``KeyHasher.word``).
+                key = stored_key(book_key)
                 holds[(key, type_)] = None
                 if surfaces is not None:
                     surfaces.setdefault(key, text[start:end])
@@ -253,10 +255,10 @@ class HoldingsBuilder:
             return
         hasher = self._hasher
         for name in own:
-            stored_key = hasher.key(tenant, name.key)
-            holds[(stored_key, hasher.type(tenant, name.type))] = None
+            held_key = hasher.key(tenant, name.key)
+            holds[(held_key, hasher.type(tenant, name.type))] = None
             if surfaces is not None:
-                surfaces.setdefault(stored_key, name.surface)
+                surfaces.setdefault(held_key, name.surface)
         book.learn(
             own,
             lambda raw: self._book_word(tenant, raw),

@@ -24,6 +24,11 @@ tombstone for each block and chunk it wrote. A value of ``None`` deletes.
 
 Restoring from the latest value per key (tombstones removed), taken at any
 drain, rebuilds exactly the state the engine had at that drain.
+
+Referent keys are written in their text form, ``hmac-sha256:<hex>`` as outputs carry
+them (the engine holds digests, :data:`~spanguard.streams.engine.keys.StoredKey`):
+the records stay readable, and those written before the engine held digests load
+as they are.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import orjson
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
 from spanguard.streams.engine.dedup import DedupWindow
 from spanguard.streams.engine.holdings import share_holds
+from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.state import (
@@ -199,7 +205,7 @@ def _entries(
         else:
             gone = session.gone[span_id]
             record = [gone.seq, gone.stale_rewrites, gone.arrival]
-            found.append([span_id, [*record, list(gone.keys)] if gone.keys else record])
+            found.append([span_id, [*record, key_texts(gone.keys)] if gone.keys else record])
     return found
 
 
@@ -255,10 +261,18 @@ def _span(span: SpanState) -> list[Any]:
             bound.text_sha256,
             bound.bound_seq,
         ],
-        [list(h) for h in span.holds],
-        [[m.key, m.type, m.surface] for m in span.mentions],
+        [[key_text(key), type_] for key, type_ in span.holds],
+        [[_key_text(m.key), m.type, m.surface] for m in span.mentions],
         *([extra] if (extra := _span_extra(span)) else []),
     ]
+
+
+def _key_text(key: StoredKey | None) -> str | None:
+    return None if key is None else key_text(key)
+
+
+def _stored_key(text: str | None) -> StoredKey | None:
+    return None if text is None else stored_key(text)
 
 
 def _span_extra(span: SpanState) -> dict[str, Any]:
@@ -266,7 +280,7 @@ def _span_extra(span: SpanState) -> dict[str, Any]:
     ``emit_surfaces``), role, protection, the tool calls it makes and answers."""
     extra: dict[str, Any] = {}
     if span.surfaces:
-        extra["s"] = [list(pair) for pair in span.surfaces]
+        extra["s"] = [[key_text(key), surface] for key, surface in span.surfaces]
     if span.role is not None:
         extra["r"] = span.role
     if span.protected:
@@ -319,9 +333,9 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         stale_rewrites=stale,
         poisoned=poisoned,
         bound=None if bound is None else _load_bound(bound, digest),
-        holds=share_holds(tuple((k, t) for k, t in holds)),
-        mentions=tuple(Mention(key=k, type=t, surface=s) for k, t, s in mentions),
-        surfaces=tuple((k, s) for k, s in extra.get("s", ())),
+        holds=share_holds(tuple((stored_key(k), t) for k, t in holds)),
+        mentions=tuple(Mention(key=_stored_key(k), type=t, surface=s) for k, t, s in mentions),
+        surfaces=tuple((stored_key(k), s) for k, s in extra.get("s", ())),
         role=extra.get("r"),
         protected=extra.get("p", False),
         calls=tuple(extra.get("c", ())),
@@ -333,7 +347,7 @@ def _load_entry(
     session: SessionState, changes: SessionChanges, span_id: str, data: list[Any]
 ) -> None:
     if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
-        keys = tuple(data[3]) if len(data) == 4 else ()
+        keys = tuple(map(stored_key, data[3])) if len(data) == 4 else ()
         gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2], keys=keys)
         session.gone[span_id] = gone
         changes.by_arrival[gone.arrival] = span_id

@@ -20,7 +20,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
 
 OrderKey = list[Any]
 """``[position, arrival counter, span id]``: a live span's place in the context order,
@@ -28,6 +30,9 @@ compared like a tuple. One list per span, shared by every index that orders span
 list and not a tuple so that a rewrite that keeps the spans' relative order moves a
 span by writing its position in place, and every sorted index stays sorted as it is
 (nothing is re-keyed or re-sorted). Never a dict key or a set member."""
+
+Hold = tuple[StoredKey, str]
+"""``(key, type)``: an entity a span holds, its key as the engine stores it."""
 
 
 class _Span(Protocol):
@@ -38,19 +43,20 @@ class _Span(Protocol):
     @property
     def order_key(self) -> OrderKey: ...
     @property
-    def holds(self) -> tuple[tuple[str, str], ...]: ...
+    def holds(self) -> tuple[Hold, ...]: ...
     @property
     def mentions(self) -> tuple[Mention, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Mention:
-    """A reference made by a span: a keyed-hash ``key`` or, for an anaphor, a ``type``.
+    """A reference made by a span: a keyed-hash ``key`` (stored form,
+    :data:`~spanguard.streams.engine.keys.StoredKey`) or, for an anaphor, a ``type``.
 
     ``surface`` is kept only when the deployment allows span text in state.
     """
 
-    key: str | None = None
+    key: StoredKey | None = None
     type: str | None = None
     surface: str | None = None
 
@@ -66,10 +72,10 @@ class ReferentIndex:
     __slots__ = ("anaphors", "key_holders", "key_mentioners", "type_holders")
 
     def __init__(self) -> None:
-        self.key_holders: dict[str, list[OrderKey]] = {}
+        self.key_holders: dict[StoredKey, list[OrderKey]] = {}
         """Per key, its live holders in order (a plain sorted list: most keys have one
         or two holders, and a sorted-list object per key would cost more than it saves)."""
-        self.key_mentioners: dict[str, set[str]] = {}
+        self.key_mentioners: dict[StoredKey, set[str]] = {}
         self.type_holders: dict[str, list[OrderKey]] = {}
         self.anaphors: dict[str, list[OrderKey]] = {}
         """Per type, its holders / the spans with an anaphor of it, in order: plain sorted
@@ -80,7 +86,7 @@ class ReferentIndex:
         """The index of ``spans``, built in bulk (the same contents as :meth:`add`
         for each span, one sort per index instead of one insert per entry)."""
         index = cls()
-        key_holders: dict[str, list[OrderKey]] = {}
+        key_holders: dict[StoredKey, list[OrderKey]] = {}
         type_holders: dict[str, list[OrderKey]] = {}
         anaphors: dict[str, list[OrderKey]] = {}
         mentioners = index.key_mentioners
@@ -116,7 +122,7 @@ class ReferentIndex:
         self,
         span_id: str,
         at: OrderKey,
-        holds: Iterable[tuple[str, str]],
+        holds: Iterable[Hold],
         mentions: Iterable[Mention],
     ) -> None:
         """Enter a live span's holdings and mentions."""
@@ -141,7 +147,7 @@ class ReferentIndex:
         self,
         span_id: str,
         at: OrderKey,
-        holds: Iterable[tuple[str, str]],
+        holds: Iterable[Hold],
         mentions: Sequence[Mention],
     ) -> None:
         """Take a span's holdings and mentions out (the exact inverse of :meth:`add`)."""
@@ -155,7 +161,7 @@ class ReferentIndex:
         self,
         span_id: str,
         at: OrderKey,
-        holds: Iterable[tuple[str, str]],
+        holds: Iterable[Hold],
         mentions: Sequence[Mention],
     ) -> set[str]:
         """Take a span out of the per-key indexes; returns the types it holds."""
@@ -176,23 +182,10 @@ class ReferentIndex:
         of the session, where a pass over each index costs less than one removal per
         entry."""
         leaving = {span.span_id for span in spans}
-        for index in (self.key_holders, self.type_holders, self.anaphors):
-            emptied: list[str] = []
-            for name, entries in index.items():
-                # Most lists are short and many lose nothing: a look, no new list.
-                for at in entries:
-                    if at[2] in leaving:
-                        break
-                else:
-                    continue
-                kept = [at for at in entries if at[2] not in leaving]
-                if kept:
-                    entries[:] = kept
-                else:
-                    emptied.append(name)
-            for name in emptied:
-                del index[name]
-        emptied = []
+        _leave(self.key_holders, leaving)
+        _leave(self.type_holders, leaving)
+        _leave(self.anaphors, leaving)
+        emptied: list[StoredKey] = []
         for key, users in self.key_mentioners.items():
             if not users.isdisjoint(leaving):
                 users -= leaving
@@ -215,14 +208,16 @@ class ReferentIndex:
         return holders[before - 1][2] if before else None
 
     def dependents(
-        self, span_id: str, at: OrderKey, holds: Iterable[tuple[str, str]]
+        self, span_id: str, at: OrderKey, holds: Iterable[Hold]
     ) -> Iterator[tuple[str, Mention]]:
         """Every (span id, mention) whose mention the span at ``at`` binds.
 
         A span id may come more than once (one per mention it makes).
         """
         keys, types = _unique_holds(holds)
-        for key, type_ in sorted(keys.items()):
+        by_key = list(keys.items())
+        sort_keyed(by_key, None, lambda held: key_text(held[0]))
+        for key, type_ in by_key:
             holders = self.key_holders.get(key)
             if holders and holders[0] == at:
                 mention = Mention(key=key, type=type_)
@@ -248,13 +243,13 @@ class ReferentIndex:
             yield user_at[2], mention
 
 
-def _unique_holds(holds: Iterable[tuple[str, str]]) -> tuple[dict[str, str], set[str]]:
+def _unique_holds(holds: Iterable[Hold]) -> tuple[dict[StoredKey, str], set[str]]:
     # A span that names the same account twice holds it once; a span holding two
     # accounts holds the type "account" once.
     if type(holds) is tuple and len(holds) == 1:
         [(key, type_)] = holds
         return {key: type_}, {type_}
-    keys: dict[str, str] = {}
+    keys: dict[StoredKey, str] = {}
     types: set[str] = set()
     for key, type_ in holds:
         keys.setdefault(key, type_)
@@ -262,7 +257,11 @@ def _unique_holds(holds: Iterable[tuple[str, str]]) -> tuple[dict[str, str], set
     return keys, types
 
 
-def _insert(index: dict[str, list[OrderKey]], name: str, at: OrderKey) -> None:
+Name = TypeVar("Name", bound=StoredKey)
+"""A key or a type: what an index lists holders under."""
+
+
+def _insert(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:
     entries = index.get(name)
     if entries is None:
         index[name] = [at]
@@ -272,7 +271,26 @@ def _insert(index: dict[str, list[OrderKey]], name: str, at: OrderKey) -> None:
         insort(entries, at)
 
 
-def _discard(index: dict[str, list[OrderKey]], name: str, at: OrderKey) -> None:
+def _leave(index: dict[Name, list[OrderKey]], leaving: set[str]) -> None:
+    """Take the spans of ``leaving`` out of every list of ``index``."""
+    emptied: list[Name] = []
+    for name, entries in index.items():
+        # Most lists are short and many lose nothing: a look, no new list.
+        for at in entries:
+            if at[2] in leaving:
+                break
+        else:
+            continue
+        kept = [at for at in entries if at[2] not in leaving]
+        if kept:
+            entries[:] = kept
+        else:
+            emptied.append(name)
+    for name in emptied:
+        del index[name]
+
+
+def _discard(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:
     entries = index.get(name)
     if entries is None:
         return

@@ -26,6 +26,7 @@ from spanguard.streams.engine.counters import apply_counters, created_counter
 from spanguard.streams.engine.drift import open_window
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
+from spanguard.streams.engine.keys import key_text
 from spanguard.streams.engine.referent_index import Mention
 from spanguard.streams.engine.state import (
     BULK_SHARE,
@@ -494,7 +495,7 @@ def _check_referents(
                 dropped.append(
                     {
                         "span_id": span_id,
-                        "key": mention.key,
+                        "key": None if mention.key is None else key_text(mention.key),
                         "type": mention.type,
                         "was_bound_by": binder,
                     }

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
-from spanguard.streams.engine.referent_index import Mention, OrderKey, ReferentIndex
+from spanguard.streams.engine.referent_index import Hold, Mention, OrderKey, ReferentIndex
 
 Digest = bytes | str
 """A text's sha256 as held in state: its 32 raw bytes (65 B an object where the 64-char
@@ -75,7 +76,7 @@ class SpanExtra:
     """What few spans have: a span without any of it keeps none (64 B less)."""
 
     derived_from: tuple[str, ...] = ()
-    surfaces: tuple[tuple[str, str], ...] = ()
+    surfaces: tuple[tuple[StoredKey, str], ...] = ()
     protected: bool = False
     poisoned: bool = False
 
@@ -126,9 +127,9 @@ class SpanState:
         stale_rewrites: int = 0,
         poisoned: bool = False,
         bound: BoundScore | None = None,
-        holds: tuple[tuple[str, str], ...] = (),
+        holds: tuple[Hold, ...] = (),
         mentions: tuple[Mention, ...] = (),
-        surfaces: tuple[tuple[str, str], ...] = (),
+        surfaces: tuple[tuple[StoredKey, str], ...] = (),
         role: str | None = None,
         protected: bool = False,
         calls: tuple[str, ...] = (),
@@ -238,7 +239,7 @@ class SpanState:
         return () if extra is None else extra.derived_from
 
     @property
-    def surfaces(self) -> tuple[tuple[str, str], ...]:
+    def surfaces(self) -> tuple[tuple[StoredKey, str], ...]:
         """(key hash, surface) of what it holds, only with ``emit_surfaces``."""
         extra = self.extra
         return () if extra is None else extra.surfaces
@@ -278,7 +279,7 @@ class GoneSpan:
     stale_rewrites: int
     arrival: int
     """The arrival number it had while live: where its state record lives."""
-    keys: tuple[str, ...] = ()
+    keys: tuple[StoredKey, ...] = ()
     """The referent keys it held (a later summary of it is checked against them:
     ``SUMMARY_LOST_KEYS``)."""
 
@@ -346,11 +347,11 @@ class Held(Protocol):
     """A span's new holdings (``holdings.Holdings``)."""
 
     @property
-    def holds(self) -> tuple[tuple[str, str], ...]: ...
+    def holds(self) -> tuple[Hold, ...]: ...
     @property
     def mentions(self) -> tuple[Mention, ...]: ...
     @property
-    def surfaces(self) -> tuple[tuple[str, str], ...]: ...
+    def surfaces(self) -> tuple[tuple[StoredKey, str], ...]: ...
 
 
 @dataclass(slots=True)
@@ -840,6 +841,6 @@ def _unlink(index: dict[str, list[str]], name: str, member: str) -> None:
             del index[name]
 
 
-def _keys(span: SpanState) -> tuple[str, ...]:
+def _keys(span: SpanState) -> tuple[StoredKey, ...]:
     """The distinct keys a span holds, in order."""
     return tuple(dict.fromkeys(key for key, _ in span.holds))

@@ -16,6 +16,7 @@ live state holds is counted):
   rest, ``fixed_bytes``, is what an engine holds once: its bounded caches).
 
     .venv/bin/python -m bench.memory             # tracemalloc figures
+    .venv/bin/python -m bench.memory --top 30    # and the 30 lines a session costs most at
 """
 
 from __future__ import annotations
@@ -66,39 +67,58 @@ def _closes(line: bytes) -> bool:
     return isinstance(event, dict) and event.get("type") == "session.closed"
 
 
-def _traced_growth(lines: Sequence[bytes], settings: EngineSettings) -> tuple[Engine, int]:
-    """An engine fed ``lines`` and the traced bytes it grew by."""
+def _traced_growth(
+    lines: Sequence[bytes], settings: EngineSettings, by_line: bool = False
+) -> tuple[Engine, int, dict[str, int]]:
+    """An engine fed ``lines``, the traced bytes it grew by and (``by_line``) that
+    growth by the source line that allocated it (the first snapshot is taken before
+    the growth is counted from, the second after: neither is in the figure, and the
+    snapshots' own objects are left out of the lines)."""
     gc.collect()
     tracemalloc.start()
     engine = Engine(settings)
+    start = tracemalloc.take_snapshot() if by_line else None
     before = tracemalloc.get_traced_memory()[0]
     for line in lines:
         engine.process_raw(line, SOURCE)
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
+    grown_at: dict[str, int] = {}
+    if start is not None:
+        own = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        end = tracemalloc.take_snapshot().filter_traces(own)
+        for stat in end.compare_to(start.filter_traces(own), "lineno"):
+            frame = stat.traceback[0]
+            grown_at[f"{frame.filename}:{frame.lineno}"] = stat.size_diff
     tracemalloc.stop()
-    return engine, after - before
+    return engine, after - before, grown_at
 
 
-def measure_sessions(sessions: int) -> Json:
+def measure_sessions(sessions: int, top: int = 0) -> Json:
     """Traced bytes per live simulated session: the average over ``sessions`` and the
     marginal cost (the growth from half of them to all of them, divided by the other
     half), which leaves out what an engine holds once whatever its number of
-    sessions (its bounded caches of recent texts' scans and of keyed hashes)."""
+    sessions (its bounded caches of recent texts' scans and of keyed hashes). With
+    ``top``, the marginal cost of the ``top`` source lines that allocate most of it."""
     lines = open_session_lines(sessions)
     settings = EngineSettings(idle_timeout=timedelta(0))
     # Warm the module-level caches (compiled patterns, word lists) on other sessions.
     for line in open_session_lines(20, seed=99):
         Engine(settings).process_raw(line, SOURCE)
     half = [line for line in lines if _session_number(line) < sessions // 2]
-    half_engine, half_grown = _traced_growth(half, settings)
+    half_engine, half_grown, half_at = _traced_growth(half, settings, by_line=top > 0)
     half_live = len(half_engine.sessions)
     del half_engine
-    engine, grown = _traced_growth(lines, settings)
+    engine, grown, grown_at = _traced_growth(lines, settings, by_line=top > 0)
     live = len(engine.sessions)
     spans = sum(len(state.spans) for state in engine.sessions.values())
     gone = sum(len(state.gone) for state in engine.sessions.values())
     marginal = (grown - half_grown) / (live - half_live)
+    by_line = {
+        where: round((size - half_at.get(where, 0)) / (live - half_live))
+        for where, size in grown_at.items()
+    }
+    top_lines = dict(sorted(by_line.items(), key=lambda item: -item[1])[:top])
     return {
         "sessions": live,
         "events": len(lines),
@@ -110,6 +130,7 @@ def measure_sessions(sessions: int) -> Json:
         "fixed_bytes": round(grown - marginal * live),
         "target": TARGET_BYTES_PER_SESSION,
         "met": marginal <= TARGET_BYTES_PER_SESSION,
+        **({"marginal_bytes_by_line": top_lines} if top else {}),
     }
 
 
@@ -135,9 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--spans-sessions", type=int, default=100, help="sessions of 1,000 spans (per-span row)"
     )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=0,
+        help="also list the source lines that allocate most of a session's marginal bytes",
+    )
     args = parser.parse_args(argv)
     report: Json = {
-        "per_session": measure_sessions(args.sessions),
+        "per_session": measure_sessions(args.sessions, args.top),
         "per_span": measure_spans(args.spans_sessions),
     }
     print(json.dumps(report, indent=2))

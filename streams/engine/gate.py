@@ -31,7 +31,7 @@ from spanguard.schemas import (
 )
 from spanguard.streams.engine.emit import Emission, assemble
 from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
-from spanguard.streams.engine.referent_index import Mention, OrderKey
+from spanguard.streams.engine.referent_index import Mention, OrderKey, first_holder
 from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
@@ -230,7 +230,7 @@ def pinned_set(
         # A span that repeats a key depends on the key's binding as much as one that
         # mentions it explicitly: its holdings first, then its mentions.
         for key, type_ in holder.holds:
-            binder = key_holders[key][0][2]
+            binder = first_holder(key_holders[key])[2]
             if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
@@ -304,20 +304,23 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
         return found
 
     mentioners = index.key_mentioners
-    for key, holders in index.key_holders.items():
-        # Many keys have one holder and no mentioner: nobody else to need the binder.
-        if len(holders) == 1 and key not in mentioners:
-            continue
-        binder = holders[0]
-        if binder[2] not in removal:
-            continue
-        # Short lists: plain loops, no comprehension to call per key.
+    for key, entry in index.key_holders.items():
         found: list[Edge] | None = None
-        for at in holders[1:]:
-            if at[2] not in removal:
-                if found is None:
-                    found = edges_of(binder)
-                found.append((at, _KEY, key))
+        if entry[0].__class__ is list:  # two holders or more (see ``KeyHolders``)
+            binder = entry[0]
+            if binder[2] not in removal:
+                continue
+            # Short lists: plain loops, no comprehension to call per key.
+            for at in entry[1:]:
+                if at[2] not in removal:
+                    if found is None:
+                        found = edges_of(binder)
+                    found.append((at, _KEY, key))
+        elif key not in mentioners or entry[2] not in removal:
+            # Many keys have one holder and no mentioner: nobody else to need the binder.
+            continue
+        else:
+            binder = entry
         for user in mentioners.get(key, ()):
             if user not in removal and user != binder[2]:
                 if found is None:

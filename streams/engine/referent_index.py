@@ -34,6 +34,24 @@ span by writing its position in place, and every sorted index stays sorted as it
 Hold = tuple[StoredKey, str]
 """``(key, type)``: an entity a span holds, its key as the engine stores it."""
 
+KeyHolders = list[Any]
+"""A key's live holders in ``ReferentIndex.key_holders``: the :data:`OrderKey` of its
+one holder itself, or a sorted list of two or more order keys. Most keys have one
+holder, and a one-item list costs 64 B a key; the two are told apart by the first
+item, an int (a position) in an order key and a list in a list of them. Read it
+through :func:`holders_of` and :func:`first_holder`."""
+
+
+def holders_of(entry: KeyHolders) -> Sequence[OrderKey]:
+    """The holders a :data:`KeyHolders` entry stands for, in context order."""
+    return entry if entry[0].__class__ is list else (entry,)
+
+
+def first_holder(entry: KeyHolders) -> OrderKey:
+    """The earliest holder of a :data:`KeyHolders` entry (the key's binder)."""
+    first: OrderKey = entry[0]
+    return first if first.__class__ is list else entry
+
 
 class _Span(Protocol):
     """What the index reads of a span (``state.SpanState``)."""
@@ -72,9 +90,10 @@ class ReferentIndex:
     __slots__ = ("anaphors", "key_holders", "key_mentioners", "type_holders")
 
     def __init__(self) -> None:
-        self.key_holders: dict[StoredKey, list[OrderKey]] = {}
-        """Per key, its live holders in order (a plain sorted list: most keys have one
-        or two holders, and a sorted-list object per key would cost more than it saves)."""
+        self.key_holders: dict[StoredKey, KeyHolders] = {}
+        """Per key, its live holders in order (:data:`KeyHolders`: the one holder's
+        order key, or a plain sorted list: most keys have one or two holders, and a
+        sorted-list object per key would cost more than it saves)."""
         self.key_mentioners: dict[StoredKey, set[str]] = {}
         self.type_holders: dict[str, list[OrderKey]] = {}
         self.anaphors: dict[str, list[OrderKey]] = {}
@@ -109,9 +128,10 @@ class ReferentIndex:
                     elif mention.type is not None and mention.type not in anaphor_types:
                         anaphor_types.add(mention.type)
                         anaphors.setdefault(mention.type, []).append(at)
-        for holders in key_holders.values():
-            holders.sort()
-        index.key_holders = key_holders
+        index.key_holders = {
+            key: holders[0] if len(holders) == 1 else sorted(holders)
+            for key, holders in key_holders.items()
+        }
         for entries in (*type_holders.values(), *anaphors.values()):
             entries.sort()
         index.type_holders = type_holders
@@ -127,12 +147,15 @@ class ReferentIndex:
     ) -> None:
         """Enter a live span's holdings and mentions."""
         keys, types = _unique_holds(holds)
+        key_holders = self.key_holders
         for key in keys:
-            holders = self.key_holders.get(key)
+            holders = key_holders.get(key)
             if holders is None:
-                self.key_holders[key] = [at]
-            else:
+                key_holders[key] = at
+            elif holders[0].__class__ is list:
                 insort(holders, at)
+            else:
+                key_holders[key] = [holders, at] if holders < at else [at, holders]
         for type_ in types:
             _insert(self.type_holders, type_, at)
         anaphor_types: set[str] = set()
@@ -166,8 +189,20 @@ class ReferentIndex:
     ) -> set[str]:
         """Take a span out of the per-key indexes; returns the types it holds."""
         keys, types = _unique_holds(holds)
+        key_holders = self.key_holders
         for key in keys:
-            _discard(self.key_holders, key, at)
+            holders = key_holders.get(key)
+            if holders is None:
+                continue
+            if holders[0].__class__ is not list:
+                if holders == at:
+                    del key_holders[key]
+                continue
+            where = bisect_left(holders, at)
+            if where < len(holders) and holders[where] == at:
+                del holders[where]
+                if len(holders) == 1:
+                    key_holders[key] = holders[0]
         for mention in mentions:
             if mention.key is not None:
                 users = self.key_mentioners.get(mention.key)
@@ -182,7 +217,21 @@ class ReferentIndex:
         of the session, where a pass over each index costs less than one removal per
         entry."""
         leaving = {span.span_id for span in spans}
-        _leave(self.key_holders, leaving)
+        key_holders = self.key_holders
+        for key, holders in list(key_holders.items()):
+            if holders[0].__class__ is not list:
+                if holders[2] in leaving:
+                    del key_holders[key]
+                continue
+            kept = [at for at in holders if at[2] not in leaving]
+            if len(kept) == len(holders):
+                continue
+            if len(kept) > 1:
+                holders[:] = kept
+            elif kept:
+                key_holders[key] = kept[0]
+            else:
+                del key_holders[key]
         _leave(self.type_holders, leaving)
         _leave(self.anaphors, leaving)
         emptied: list[StoredKey] = []
@@ -198,7 +247,7 @@ class ReferentIndex:
         """The span id that binds ``mention`` made by the span at ``at``, if any."""
         if mention.key is not None:
             holders = self.key_holders.get(mention.key)
-            return holders[0][2] if holders else None
+            return None if holders is None else first_holder(holders)[2]
         if mention.type is None:
             return None
         holders = self.type_holders.get(mention.type)
@@ -218,8 +267,11 @@ class ReferentIndex:
         by_key = list(keys.items())
         sort_keyed(by_key, None, lambda held: key_text(held[0]))
         for key, type_ in by_key:
-            holders = self.key_holders.get(key)
-            if holders and holders[0] == at:
+            entry = self.key_holders.get(key)
+            if entry is None:
+                continue
+            holders = holders_of(entry)
+            if holders[0] == at:
                 mention = Mention(key=key, type=type_)
                 for other in holders[1:]:
                     yield other[2], mention

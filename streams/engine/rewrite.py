@@ -27,7 +27,7 @@ from spanguard.streams.engine.drift import open_window
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
 from spanguard.streams.engine.keys import key_text
-from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.referent_index import Mention, first_holder
 from spanguard.streams.engine.state import (
     BULK_SHARE,
     Reshape,
@@ -345,7 +345,7 @@ def resolve_in_order(
             for mention in mentions:
                 if mention.key is not None:
                     holders = key_holders.get(mention.key)
-                    binders.append(holders[0][2] if holders else None)
+                    binders.append(None if holders is None else first_holder(holders)[2])
                 elif mention.type is not None:
                     binders.append(latest.get(mention.type))
                 else:

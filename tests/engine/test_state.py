@@ -12,7 +12,7 @@ from spanguard.schemas import FaultKind, IntegrityFault
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.engine.changes import SessionChanges
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.referent_index import Mention, holders_of
 from spanguard.streams.engine.rewrite import resolve_in_order
 from spanguard.streams.engine.state import SessionState
 from spanguard.streams.engine.trace import SessionScript
@@ -28,7 +28,7 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
         {q: list(r) for q, r in state.scores.items()},
         state.stale,
         {p: set(c) for p, c in state.children.items() if c},
-        {k: list(v) for k, v in index.key_holders.items()},
+        {k: list(holders_of(v)) for k, v in index.key_holders.items()},
         {k: set(v) for k, v in index.key_mentioners.items()},
         {k: list(v) for k, v in index.type_holders.items()},
         {k: list(v) for k, v in index.anaphors.items()},

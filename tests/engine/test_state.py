@@ -12,7 +12,7 @@ from spanguard.schemas import FaultKind, IntegrityFault
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.engine.changes import SessionChanges
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.engine.referent_index import Mention, holders_of
+from spanguard.streams.engine.referent_index import Mention, ReferentIndex, holders_of
 from spanguard.streams.engine.rewrite import resolve_in_order
 from spanguard.streams.engine.state import SessionState
 from spanguard.streams.engine.trace import SessionScript
@@ -21,6 +21,7 @@ from tests.engine.scripts import actions, build
 
 def snapshot(state: SessionState) -> tuple[object, ...]:
     index = state.referents
+    _check_key_holders(index)
     return (
         list(state.spans.items()),
         sorted(state.gone.items()),
@@ -38,6 +39,17 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
         state.poisoned_pending,
         None if state.changes is None else _dirty(state),
     )
+
+
+def _check_key_holders(index: ReferentIndex) -> None:
+    # ``KeyHolders``: a key's one holder is its order key itself, two or more a sorted
+    # list of them (a one-item list would read the same and cost 64 B more).
+    for key, entry in index.key_holders.items():
+        holders = holders_of(entry)
+        if len(holders) == 1:
+            assert entry is holders[0] and not isinstance(entry[0], list), key
+        else:
+            assert entry == sorted(entry) and all(isinstance(at, list) for at in entry), key
 
 
 def _dirty(state: SessionState) -> set[int]:

@@ -393,7 +393,9 @@ _DECODER = msgspec.json.Decoder(
 (_DIGEST_WIDTH,) = _DERIVED.digest_widths
 STRUCTS: dict[type[BaseModel], type[msgspec.Struct]] = _DERIVED.structs
 """Each input model (and each model it holds) and its derived Struct."""
-_WALKS = {STRUCTS[model]: _DERIVED.plans[model].walk() for model in INPUT_TYPES.values()}
+_WALKS: dict[type, Walk] = {
+    STRUCTS[model]: _DERIVED.plans[model].walk() for model in INPUT_TYPES.values()
+}
 _HEX_DIGITS = b"0123456789abcdef"
 _HEX_ONLY = bytes(byte if byte in _HEX_DIGITS else _HEX_DIGITS[0] for byte in range(256))
 """Each byte to itself if it is a lower-case hex digit, else to another byte: bytes that
@@ -418,7 +420,8 @@ def decode_fast(raw: bytes) -> InputEvent | None:
         except UnicodeDecodeError:
             return None
     try:
-        event = _DECODER.decode(raw)
+        # the Struct read as its model (a runtime cast would cost a call per event)
+        event: InputEvent = _DECODER.decode(raw)
     except _FAILED:
         return None
     digests: list[str] = []
@@ -438,4 +441,4 @@ def decode_fast(raw: bytes) -> InputEvent | None:
             return None
         if encoded.translate(_HEX_ONLY) is not encoded:
             return None
-    return cast(InputEvent, event)
+    return event

@@ -31,7 +31,7 @@ from spanguard.schemas import (
 )
 from spanguard.streams.engine.emit import Emission, assemble
 from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
-from spanguard.streams.engine.referent_index import Mention, OrderKey, first_holder
+from spanguard.streams.engine.referent_index import Mention, OrderKey
 from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
 
 
@@ -230,7 +230,9 @@ def pinned_set(
         # A span that repeats a key depends on the key's binding as much as one that
         # mentions it explicitly: its holdings first, then its mentions.
         for key, type_ in holder.holds:
-            binder = first_holder(key_holders[key])[2]
+            entry = key_holders[key]
+            # ``first_holder`` inlined: this runs for every holding of every pinned span.
+            binder = (entry[0] if entry[0].__class__ is list else entry)[2]
             if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])

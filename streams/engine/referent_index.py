@@ -265,12 +265,15 @@ class ReferentIndex:
         """
         keys, types = _unique_holds(holds)
         by_key = list(keys.items())
-        sort_keyed(by_key, None, lambda held: key_text(held[0]))
+        if len(by_key) > 1:  # most spans hold one key: nothing to sort
+            sort_keyed(by_key, None, _held_text)
+        key_holders = self.key_holders
         for key, type_ in by_key:
-            entry = self.key_holders.get(key)
+            entry = key_holders.get(key)
             if entry is None:
                 continue
-            holders = holders_of(entry)
+            # ``holders_of`` inlined: this runs for every candidate of a gate.
+            holders = entry if entry[0].__class__ is list else (entry,)
             if holders[0] == at:
                 mention = Mention(key=key, type=type_)
                 for other in holders[1:]:
@@ -293,6 +296,10 @@ class ReferentIndex:
         mention = Mention(type=type_)
         for user_at in users[first:last]:
             yield user_at[2], mention
+
+
+def _held_text(held: tuple[StoredKey, str]) -> str:
+    return key_text(held[0])
 
 
 def _unique_holds(holds: Iterable[Hold]) -> tuple[dict[StoredKey, str], set[str]]:

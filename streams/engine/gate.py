@@ -307,22 +307,24 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
 
     mentioners = index.key_mentioners
     for key, entry in index.key_holders.items():
-        found: list[Edge] | None = None
-        if entry[0].__class__ is list:  # two holders or more (see ``KeyHolders``)
-            binder = entry[0]
+        first = entry[0]
+        if first.__class__ is not list:  # one holder: the entry is its order key
+            # Many keys have one holder and no mentioner: nobody else to need the binder.
+            if key not in mentioners or entry[2] not in removal:
+                continue
+            binder = entry
+            found: list[Edge] | None = None
+        else:  # two holders or more (see ``KeyHolders``)
+            binder = first
             if binder[2] not in removal:
                 continue
+            found = None
             # Short lists: plain loops, no comprehension to call per key.
             for at in entry[1:]:
                 if at[2] not in removal:
                     if found is None:
                         found = edges_of(binder)
                     found.append((at, _KEY, key))
-        elif key not in mentioners or entry[2] not in removal:
-            # Many keys have one holder and no mentioner: nobody else to need the binder.
-            continue
-        else:
-            binder = entry
         for user in mentioners.get(key, ()):
             if user not in removal and user != binder[2]:
                 if found is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import importlib.util
+import os
 import random
 import re
 import shutil
@@ -162,6 +163,9 @@ def _count(side: str, baseline: str, count: int, generated: int) -> int:
         capture_output=True,
         text=True,
         check=True,
+        # One string hashing for every child: set iteration orders, and with them
+        # the counts, are then the same from run to run.
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
     assert found is not None, done.stderr[-2000:]

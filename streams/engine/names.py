@@ -656,9 +656,9 @@ def _may_name(
     Set operations and one regex, all in C: most texts of an agent's context end
     here."""
     # A distinctive word of 4+ letters is a name alone; one of 3 needs a head noun.
-    if distinct and (folded & HEAD_NOUNS or _unlabelled(text, distinct)):
+    if distinct and (not HEAD_NOUNS.isdisjoint(folded) or _unlabelled(text, distinct)):
         return True
-    if folded & _TRIGGER_WORDS or ("name" in folded and "is" in folded):
+    if not _TRIGGER_WORDS.isdisjoint(folded) or ("name" in folded and "is" in folded):
         return True
     # A capitalised word inside a sentence (not a greeting, day, month or function
     # word: "The customer has waited since Monday" starts no name). It needs a capital

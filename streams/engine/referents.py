@@ -41,6 +41,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
+from spanguard.streams.engine.ascii_regex import ascii_twin
 from spanguard.streams.engine.names import (
     FoundName,
     NameBook,
@@ -390,6 +391,24 @@ _PHRASE = re.compile(
 )
 
 
+class _Patterns(NamedTuple):
+    """The scan's regexes, as written (any text) or as ASCII twins (an ASCII text)."""
+
+    trigger: re.Pattern[str]
+    candidate: re.Pattern[str]
+    run: re.Pattern[str]
+    back: re.Pattern[str]
+    phrase: re.Pattern[str]
+    request: re.Pattern[str]
+    not_identifier: re.Pattern[str]
+
+
+_ANY_TEXT = _Patterns(
+    _TRIGGER, _CANDIDATE, _RUN, _BACK, _PHRASE, _REQUEST_REVERSED, _NOT_IDENTIFIER
+)
+_ASCII_TEXT = _Patterns(*map(ascii_twin, _ANY_TEXT))
+
+
 def extract(
     text: str, known_types: Container[str] = frozenset(), book: NameBook | None = None
 ) -> Extraction:
@@ -469,7 +488,7 @@ def scan_text(text: str) -> Scan:
     """Identifiers, determiner phrases and names of one text (see :class:`Scan`)."""
     shape = shape_of(text)
     typed = find_typed(text, shape)
-    scanner = _Scanner(text, typed)
+    scanner = _Scanner(text, typed, _ANY_TEXT if shape is None else _ASCII_TEXT)
     scanner.scan()
     scanner.add_typed(typed)
     scanner.upper_codes(shape)
@@ -477,7 +496,13 @@ def scan_text(text: str) -> Scan:
     names = _names(text, scanner, typed, shape)
     if names.names:
         scanner.type_sources.update(name.type_at for name in names.names if name.type_at >= 0)
-    return Scan(tuple(scanner.identifiers), _phrases(text, scanner), names)
+    # An ASCII text's determiners are among its words (both split where letters and
+    # digits end), so a text without one skips the phrase regex.
+    if shape is None or not DETERMINERS.isdisjoint(names.folded):
+        phrases = _phrases(text, scanner)
+    else:
+        phrases = ()
+    return Scan(tuple(scanner.identifiers), phrases, names)
 
 
 def _names(text: str, scanner: _Scanner, typed: TypedValues, shape: bytes | None) -> NameScan:
@@ -544,13 +569,15 @@ class _Scanner:
         "floors",
         "identifiers",
         "opaque",
+        "patterns",
         "reversed_text",
         "text",
         "type_sources",
     )
 
-    def __init__(self, text: str, typed: TypedValues) -> None:
+    def __init__(self, text: str, typed: TypedValues, patterns: _Patterns) -> None:
         self.text = text
+        self.patterns = patterns
         # Phones and JSON values found first: the word scan leaves them alone.
         self.claimed = typed.claimed
         # Look-backs run forwards on the reversed text: regexes only match forwards.
@@ -571,14 +598,19 @@ class _Scanner:
         text = self.text
         reversed_text = self.reversed_text
         size = len(text)
-        search, candidate_at, run_at = _TRIGGER.search, _CANDIDATE.match, _RUN.match
+        patterns = self.patterns
+        search, candidate_at, run_at = (
+            patterns.trigger.search,
+            patterns.candidate.match,
+            patterns.run.match,
+        )
         claimed = self.claimed
         next_claimed = 0
         pos = 0  # everything before it is classified
         while (trigger := search(text, pos)) is not None:
             at = trigger.start()
             start = at
-            if text[at] != "`" and at and _in_atom(text[at - 1]):
+            if at and text[at] != "`" and _in_atom(text[at - 1]):
                 # Back to the start of the atom that holds the trigger (a run of atom
                 # characters, read forwards on the reversed text).
                 run = run_at(reversed_text, size - at)
@@ -741,7 +773,7 @@ class _Scanner:
         elif (
             len(surface) >= 3
             and _mixes_digits_and_letters(surface)
-            and not _NOT_IDENTIFIER.fullmatch(surface)
+            and not self.patterns.not_identifier.fullmatch(surface)
             and not _is_compound(surface)
         ):
             self.add(surface, offset, "id", self.noun_before(atom_start) if may_type else None)
@@ -772,8 +804,9 @@ class _Scanner:
         Cost: bounded by the gap and word caps.
         """
         size = len(self.text)
+        back = self.patterns.back.match
         for _ in range(_MAX_FILLERS + 1):
-            found = _BACK.match(self.reversed_text, size - pos)
+            found = back(self.reversed_text, size - pos)
             if found is None or size - found.end() < self.floor:
                 return None
             tail, reversed_word = found.group(1, 2)
@@ -897,7 +930,8 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
     next_opaque = 0
     # Where each sentence ends, to tell a question ("what is the phone number?").
     end_at = -1  # where the sentence of the latest phrase ends (-1: not looked up yet)
-    for phrase in _PHRASE.finditer(text):
+    request_at_reversed = scanner.patterns.request.match
+    for phrase in scanner.patterns.phrase.finditer(text):
         start = phrase.start()
         while next_opaque < len(opaque) and opaque[next_opaque][1] <= start:
             next_opaque += 1
@@ -917,7 +951,7 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
             word_start, word_end = phrase.span(group)
             words.append((word, word_start, text[start:word_end], word_start in type_sources))
         request_at = size - start
-        request = _REQUEST_REVERSED.match(reversed_text, request_at)
+        request = request_at_reversed(reversed_text, request_at)
         if request is not None and request.end() - request_at > _REQUEST_REACH:
             request = None
         if end_at < start:
@@ -931,6 +965,8 @@ def _phrases(text: str, scanner: _Scanner) -> tuple[Phrase, ...]:
 def find_anaphors(phrases: Iterable[Phrase], known_types: Container[str]) -> list[FoundAnaphor]:
     """The anaphors among a text's determiner phrases (from :func:`scan_text`) for
     ``known_types``: what :func:`find_referents` returns second."""
+    if not phrases:
+        return []
     anaphors: list[FoundAnaphor] = []
     # Per call: a word's known spelling and its forms. Container lookups may be
     # costly (the engine hashes types), so each distinct word asks only once.

@@ -62,7 +62,7 @@ def test_typed_values_and_names_are_the_same_with_or_without_the_shape(text: str
 @settings(max_examples=400, deadline=None)
 def test_upper_case_codes_are_the_same_with_or_without_the_shape(text: str) -> None:
     def codes(shape: bytes | None) -> list[referents.FoundIdentifier]:
-        scanner = referents._Scanner(text, find_typed(text))
+        scanner = referents._Scanner(text, find_typed(text), referents._ANY_TEXT)
         scanner.scan()
         scanner.upper_codes(shape)
         return scanner.identifiers

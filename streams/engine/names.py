@@ -182,7 +182,8 @@ def folded_words(text: str) -> frozenset[str]:
     """The text's distinct words (``_WORD``), case-folded."""
     if text.isascii():  # a flag of the string: free
         words = text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
-        if not words or max(map(len, words)) <= _MAX_WORD:
+        # A text no longer than a word's cap holds no longer word (most need no max).
+        if len(text) <= _MAX_WORD or not words or max(map(len, words)) <= _MAX_WORD:
             return frozenset(words)
     return frozenset(_WORD.findall(text.casefold()))
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Container, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
@@ -391,8 +391,12 @@ _PHRASE = re.compile(
 )
 
 
-class _Patterns(NamedTuple):
-    """The scan's regexes, as written (any text) or as ASCII twins (an ASCII text)."""
+@dataclass(frozen=True, slots=True)
+class _Patterns:
+    """The scan's regexes, as written (any text) or as ASCII twins (an ASCII text).
+
+    Slots rather than a named tuple: the interpreter reads a slot fast, a named tuple's
+    field through a descriptor call, and the scan reads these per candidate."""
 
     trigger: re.Pattern[str]
     candidate: re.Pattern[str]
@@ -406,7 +410,9 @@ class _Patterns(NamedTuple):
 _ANY_TEXT = _Patterns(
     _TRIGGER, _CANDIDATE, _RUN, _BACK, _PHRASE, _REQUEST_REVERSED, _NOT_IDENTIFIER
 )
-_ASCII_TEXT = _Patterns(*map(ascii_twin, _ANY_TEXT))
+_ASCII_TEXT = _Patterns(
+    **{field.name: ascii_twin(getattr(_ANY_TEXT, field.name)) for field in fields(_Patterns)}
+)
 
 
 def extract(

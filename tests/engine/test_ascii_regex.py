@@ -4,6 +4,7 @@ of an ASCII text finds the same with the twins as with the patterns as written."
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from unittest.mock import patch
 
 import pytest
@@ -29,7 +30,7 @@ _ASCII_TEXTS = st.lists(_PIECES, max_size=24).map("".join) | st.text(
 )
 
 
-@pytest.mark.parametrize("name", referents._Patterns._fields)
+@pytest.mark.parametrize("name", [field.name for field in fields(referents._Patterns)])
 @given(text=_ASCII_TEXTS, start=st.integers(min_value=0, max_value=8))
 @settings(max_examples=150, deadline=None)
 def test_a_twin_matches_where_its_original_does(name: str, text: str, start: int) -> None:

@@ -8,7 +8,10 @@ instant rules on that window, advances the tenant's event-time watermark and
 closes the windows that lie ``grace_seconds`` behind it: the share rules are
 judged on closed windows and alerts whose next window closed quietly are
 resolved. A timer tick closes the windows of a tenant that has been silent for
-``idle_seconds`` of wall time (its watermark would never move again).
+``idle_seconds`` of wall time (its watermark would never move again). A partial
+of a window already closed (a lagging worker, a data path re-sending after a
+crash) is counted, and can still fire a rule that had not fired in that window:
+late data adds alerts, it never withdraws one.
 
 The aggregator persists what :class:`Outcome` names (changed windows, changed
 tenant records) and loads it with :meth:`FleetEvaluator.load`.
@@ -37,7 +40,8 @@ class TenantState:
     watermark: float | None = None
     """Highest ``ts`` counted (event time)."""
     closed_through: float = 0.0
-    """Windows ending at or before this are closed: judged, never re-judged."""
+    """Windows ending at or before this are closed: judged; a late partial of one can
+    still add a firing alert (never withdraw one)."""
     last_seen_wall: float = 0.0
     """Wall time of the last partial (for idle closing). Stored with the tenant,
     so that a tenant whose owner changes (often, in a restless group) still goes
@@ -97,11 +101,11 @@ class FleetEvaluator:
         counts.merge(partial, self.settings.alert_sample_sessions)
         outcome.windows.append(window)
         if window.end > state.closed_through:
-            # A late partial (its window already judged) is counted for the
-            # views but judged no more: verdicts are final once a window closes.
             for rule in self.rules:
                 if rule.instant:
                     outcome.alerts.extend(self._verdict(state, rule, window, counts, ts, now))
+        else:
+            outcome.alerts.extend(self._judge_late(state, window, counts, ts, now))
         if state.watermark is None or ts > state.watermark:
             state.watermark = ts
         closed_before = state.closed_through
@@ -257,9 +261,29 @@ class FleetEvaluator:
                         self._verdict(state, rule, window, state.windows[start], window.end, now)
                     )
         state.closed_through = limit
-        counts_of = lambda rule, w: self._count(state, rule, w)  # noqa: E731
-        alerts.extend(state.book.resolve_closed(limit, counts_of, now))
+        alerts.extend(self._resolve(state, now))
         return alerts
+
+    def _judge_late(
+        self, state: TenantState, window: Window, counts: WindowCounts, ts: float, now: float
+    ) -> list[FleetAlert]:
+        """A partial of a closed window (a worker that lagged, a data path re-sending
+        after a crash while the tenant's idle timer ran out): every rule that has not
+        fired in this window or a later one is judged again on the grown counts, so
+        late data can add a firing alert, never withdraw one. An alert whose quiet
+        window is closed already is resolved at once."""
+        alerts: list[FleetAlert] = []
+        for rule in self.rules:
+            known = state.book.states.get(rule.name)
+            if known is None or (known.status == "resolved" and known.last_window < window):
+                alerts.extend(self._verdict(state, rule, window, counts, ts, now))
+        if alerts:
+            alerts.extend(self._resolve(state, now))
+        return alerts
+
+    def _resolve(self, state: TenantState, now: float) -> list[FleetAlert]:
+        counts_of = lambda rule, w: self._count(state, rule, w)  # noqa: E731
+        return state.book.resolve_closed(state.closed_through, counts_of, now)
 
     def _count(self, state: TenantState, rule_name: str, window: Window) -> int:
         rule = self._rules_by_name.get(rule_name)

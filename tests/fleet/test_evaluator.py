@@ -14,7 +14,7 @@ from spanguard.streams.fleet.config import FleetSettings
 from spanguard.streams.fleet.evaluator import FleetEvaluator
 from spanguard.streams.fleet.rules import parse_rules
 from spanguard.streams.sim.scenarios import broken, demo_fleet, healthy
-from tests.fleet.traces import Record, faulty, feed, run, shifted
+from tests.fleet.traces import Record, faulty, feed, merge, run, shifted
 
 RULES = parse_rules(
     """
@@ -161,12 +161,57 @@ def test_healthy_share_is_judged_when_the_window_closes() -> None:
     assert (resolved.rule, resolved.status) == ("unhealthy", "resolved")
 
 
-def test_late_partials_are_counted_but_not_judged() -> None:
+def test_a_late_partial_fires_a_rule_once_and_resolves_it_at_once() -> None:
     ev = evaluator(grace_seconds=0)
     feed(ev, [Record("acme", T0 + 130)])  # closes T0..T0+120
-    assert feed(ev, [faulty("acme", T0 + 5)]) == []
+    [fired, resolved] = feed(ev, [faulty("acme", T0 + 5)])
+    assert (fired.rule, fired.status, fired.window.start.timestamp()) == (
+        "critical",
+        "firing",
+        T0,
+    )
+    assert (resolved.rule, resolved.status, resolved.window.start.timestamp()) == (
+        "critical",
+        "resolved",
+        T0 + SIZE,
+    )
     counts = ev.counts("acme", Window(T0, T0 + SIZE))
     assert counts is not None and counts.fault_total == 1
+    # More late faults in the same window: its verdict is given already.
+    assert feed(ev, [faulty("acme", T0 + 6, n=1)]) == []
+    assert ev.counts("acme", Window(T0, T0 + SIZE)).fault_total == 2  # type: ignore[union-attr]
+
+
+def test_a_late_partial_of_a_window_whose_next_is_open_resolves_when_that_closes() -> None:
+    ev = evaluator(grace_seconds=0)
+    feed(ev, [Record("acme", T0 + 70)])  # closes T0..T0+60 only
+    [fired] = feed(ev, [faulty("acme", T0 + 5)])
+    assert (fired.rule, fired.status) == ("critical", "firing")
+    [resolved] = feed(ev, [Record("acme", T0 + 125)])
+    assert (resolved.rule, resolved.status) == ("critical", "resolved")
+
+
+def test_an_idle_close_anywhere_in_the_trace_yields_the_same_alerts() -> None:
+    """A tenant's windows closed by its idle timer before the rest of its partials
+    arrived (a worker that restarted while the timer ran): the late partials bring
+    the same alerts, by id, each once, as the trace merged in order."""
+    partials = run(shifted(demo_fleet(24), T0)).partials
+
+    def alerts(split: int | None) -> list[tuple[str, str, str, str]]:
+        ev = evaluator(idle_seconds=10)
+        got = merge(ev, partials[:split], now=0.0)
+        if split is not None:
+            for tenant in ev.ticks_due(100.0):
+                got.extend(ev.tick(tenant, 100.0).alerts)
+            got.extend(merge(ev, partials[split:], now=100.0))
+        for tenant in ev.ticks_due(200.0):
+            got.extend(ev.tick(tenant, 200.0).alerts)
+        return sorted((a.alert_id, a.rule, a.tenant, a.status) for a in got)
+
+    in_order = alerts(None)
+    assert {rule for _, rule, _, _ in in_order} == {"critical", "gaps", "unhealthy"}
+    for split in range(1, len(partials), 3):
+        assert alerts(split) == in_order, f"closed after partial {split} of {len(partials)}"
 
 
 def test_alert_ids_are_deterministic() -> None:

@@ -3,7 +3,12 @@
 * one consumer in the group ``app_id`` over the input topic (read committed,
   no auto-commit: offsets are committed only inside checkpoint transactions);
   its rebalance listener calls :meth:`Runtime.revoke` / :meth:`Runtime.assign`;
-* one idempotent producer for at-least-once outputs;
+* two idempotent producers for at-least-once outputs: one for what a step sends at
+  once, one for what is sent after waiting for acknowledgements (a decision after
+  its causes). aiokafka keeps one produce request in flight per broker and
+  producer: on one producer, each such decision queued behind the next batch's
+  request before its own (none when the input topic's owner has no outputs: the
+  fleet aggregator);
 * one transactional producer per owned input partition, with the transactional
   id ``<app_id>-state-<partition>``: starting it fences any earlier owner of the
   partition and aborts that owner's open transaction (Kafka's zombie fencing);
@@ -103,15 +108,16 @@ class KafkaTransport:
         # aiokafka clients need the running loop: created in start()
         self._consumer: AIOKafkaConsumer
         self._restore: AIOKafkaConsumer
-        self._outputs: AIOKafkaProducer
+        self._outputs: tuple[AIOKafkaProducer, ...] = ()
+        """The output producers: [0] a step's sends, [1] those after acknowledgements."""
 
     def _producer(self, transactional_id: str | None = None) -> AIOKafkaProducer:
         return AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             enable_idempotence=True,
             acks="all",
-            # Every step sends its outputs, then waits for their acks: they are all in the
-            # accumulator when the sender runs, so lingering would only add latency.
+            # A step hands all its outputs to the producer before the loop turns: they
+            # are in the accumulator when the sender runs, so lingering only adds latency.
             linger_ms=0,
             max_batch_size=256 * 1024,
             max_request_size=MAX_REQUEST_BYTES,
@@ -135,9 +141,11 @@ class KafkaTransport:
             fetch_max_wait_ms=RESTORE_FETCH_WAIT_MS,
             **self._options,
         )
-        self._outputs = self._producer()
+        if self.config.output_topics:
+            self._outputs = (self._producer(), self._producer())
         self._input_partitions = await self.ensure_internal_topics()
-        await self._outputs.start()
+        for producer in self._outputs:
+            await producer.start()
         await self._restore.start()
         topic = self.config.input_topic
         self._consumer.subscribe([topic], listener=_Listener(topic, on_assigned, on_revoked))
@@ -207,8 +215,8 @@ class KafkaTransport:
 
     async def stop(self) -> None:
         """Leave the group and close every client (those that were started)."""
-        for name in ("_consumer", "_outputs", "_restore"):
-            client = getattr(self, name, None)  # absent when start() never ran
+        started = [getattr(self, name, None) for name in ("_consumer", "_restore")]
+        for client in [*started, *self._outputs]:  # absent when start() never ran
             if client is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(client.stop(), 5)
@@ -276,8 +284,9 @@ class KafkaTransport:
     def input_partitions(self) -> int:
         return self._input_partitions
 
-    async def send(self, record: OutRecord) -> Awaitable[Any]:
-        future: Awaitable[Any] = await self._outputs.send(
+    async def send(self, record: OutRecord, *, after_acks: bool = False) -> Awaitable[Any]:
+        producer = self._outputs[1 if after_acks else 0]
+        future: Awaitable[Any] = await producer.send(
             record.topic, record.value, key=record.key, partition=record.partition
         )
         return future

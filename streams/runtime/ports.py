@@ -66,8 +66,13 @@ class Transport(Protocol):
     def input_partitions(self) -> int:
         """How many partitions the input topic has (for the partitioner check)."""
 
-    async def send(self, record: OutRecord) -> Ack:
-        """Produce outside any transaction (at-least-once outputs)."""
+    async def send(self, record: OutRecord, *, after_acks: bool = False) -> Ack:
+        """Produce outside any transaction (at-least-once outputs).
+
+        ``after_acks``: the output was held until earlier outputs were acknowledged (a
+        decision after its causes, a session's outputs after its earlier batch's). A
+        transport may give those a producer of their own, so that they never queue
+        behind the outputs the next batches send meanwhile, nor those behind them."""
 
     async def lag(self, positions: dict[int, int]) -> int:
         """Records waiting on the given partitions past the given positions."""

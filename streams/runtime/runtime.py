@@ -18,6 +18,11 @@ every write, and by tests/kafka/ and bench/chaos.py on a real broker):
   and batch), the next batches are polled and processed; a session's outputs of
   a later batch are sent only once all of its earlier batches' are acknowledged,
   and a partition is checkpointed only when none of its batches is pending.
+  What a delivery sends after waiting for acknowledgements (a decision after its
+  causes) goes through a producer of its own (``Transport.send(after_acks=True)``):
+  aiokafka keeps one produce request in flight per broker and producer, so on a
+  shared producer a decision queued behind the next batches' first outputs, most
+  often for a whole broker round trip.
 * exactly-once: outputs are written in the partition's transaction and are
   visible to read-committed consumers exactly once, when it commits. Each batch's
   sends are awaited before the next poll, as before pipelining: the decision's
@@ -422,7 +427,7 @@ class Runtime(PartitionOwner[PartitionState]):
             ok = await self._acked(state, first)
             second: list[Sent] = []
             for _, later, _ in free:
-                ok = ok and await self._send(state, later, second)
+                ok = ok and await self._send(state, later, second, after_acks=True)
             ok = ok and await self._acked(state, second)
             for session, _, done in free:
                 _resolve(state, session, done, ok)
@@ -438,7 +443,11 @@ class Runtime(PartitionOwner[PartitionState]):
             ok = not prior.cancelled() and prior.result()
             for group in (now, later):
                 sent: list[Sent] = []
-                ok = ok and await self._send(state, group, sent) and await self._acked(state, sent)
+                ok = (
+                    ok
+                    and await self._send(state, group, sent, after_acks=True)
+                    and await self._acked(state, sent)
+                )
             _resolve(state, session, done, ok)
 
         try:
@@ -455,10 +464,15 @@ class Runtime(PartitionOwner[PartitionState]):
                 _resolve(state, session, done, False)
 
     async def _send(
-        self, state: PartitionState, events: Sequence[OutputEvent], into: list[Sent]
+        self,
+        state: PartitionState,
+        events: Sequence[OutputEvent],
+        into: list[Sent],
+        after_acks: bool = False,
     ) -> bool:
         """Hand events to the producer (appended to ``into`` with their acks); False
-        once the partition failed."""
+        once the partition failed. ``after_acks``: sent by a delivery that waited for
+        acknowledgements (see :meth:`Transport.send`)."""
         for event in events:
             if state.failed is not None:
                 return False
@@ -468,7 +482,7 @@ class Runtime(PartitionOwner[PartitionState]):
                 if self.config.exactly_once:
                     ack = await state.writer.send(record)
                 else:
-                    ack = await self.transport.send(record)
+                    ack = await self.transport.send(record, after_acks=after_acks)
             except Exception as exc:
                 self._fail(state, exc)
                 return False

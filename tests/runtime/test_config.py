@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from spanguard.streams.app.topology import runtime_config
 from spanguard.streams.kafka_io.bootstrap import bootstrap_servers
 from spanguard.streams.runtime.config import RuntimeConfig
 from spanguard.streams.runtime.kafka_transport import KafkaTransport
+from spanguard.streams.runtime.records import OutRecord
 from spanguard.streams.settings import load_settings
 
 
@@ -35,6 +39,32 @@ def test_the_input_consumer_holds_fetches_as_configured() -> None:
     assert options["fetch_max_wait_ms"] == 5
     assert options["isolation_level"] == "read_committed"
     assert options["enable_auto_commit"] is False
+
+
+class TopicsSent:
+    """An aiokafka producer's ``send`` that notes the topic and acknowledges at once."""
+
+    def __init__(self) -> None:
+        self.topics: list[str] = []
+
+    async def send(self, topic: str, value: bytes | None, **_: Any) -> asyncio.Future[None]:
+        self.topics.append(topic)
+        acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        acked.set_result(None)
+        return acked
+
+
+async def test_outputs_sent_after_acknowledgements_have_a_producer_of_their_own() -> None:
+    # aiokafka keeps one produce request in flight per broker and producer: a decision
+    # released by its causes' acks must not queue behind the next batch's outputs.
+    config = RuntimeConfig("in", {"faults": "faults", "decisions": "decisions"}, "changelog")
+    transport = KafkaTransport("127.0.0.1:1", config, "group", partitions=1)
+    at_once, after_acks = TopicsSent(), TopicsSent()
+    transport._outputs = (at_once, after_acks)  # type: ignore[assignment]
+    await transport.send(OutRecord("faults", b"s", b"{}"))
+    await transport.send(OutRecord("decisions", b"s", b"{}"), after_acks=True)
+    assert at_once.topics == ["faults"]
+    assert after_acks.topics == ["decisions"]
 
 
 def test_the_broker_is_a_host_port_list_or_faust_urls() -> None:

@@ -30,9 +30,9 @@ async def run_with(driver: RuntimeTestDriver, fail: Any, steps: int = 400) -> An
     runtime, transport = driver.new_runtime()
     original = MemoryTransport.send
 
-    async def send(self: MemoryTransport, record: OutRecord) -> Any:
+    async def send(self: MemoryTransport, record: OutRecord, *, after_acks: bool = False) -> Any:
         fail(record)
-        return await original(self, record)
+        return await original(self, record, after_acks=after_acks)
 
     transport.send = send.__get__(transport)  # type: ignore[method-assign]
     await runtime.assign(range(driver.broker.partitions))

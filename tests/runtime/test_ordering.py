@@ -20,19 +20,25 @@ from spanguard.streams.runtime.testing import RuntimeTestDriver, output_identity
 from spanguard.streams.sim.scenarios import broken, demo_fleet, healthy
 
 
-async def journal_of_one_step(lines: list[bytes]) -> list[tuple[str, str, str]]:
+async def journal_of_one_step(
+    lines: list[bytes], after_acks: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str, str]]:
     """Process ``lines`` in one step; log ("sent" | "acked", type, session) in the
-    order things happened, with acks deferred to the next loop turn as a broker's are."""
+    order things happened, with acks deferred to the next loop turn as a broker's are;
+    (type, session) of what was sent ``after_acks`` goes to that list too."""
     driver = RuntimeTestDriver(partitions=1, batch_size=len(lines))
     driver.produce(lines)
     runtime, transport = driver.new_runtime()
     log: list[tuple[str, str, str]] = []
+    after_acks_log = after_acks
     original = MemoryTransport.send
 
-    async def send(self: MemoryTransport, record: OutRecord) -> Any:
-        await original(self, record)
+    async def send(self: MemoryTransport, record: OutRecord, *, after_acks: bool = False) -> Any:
+        await original(self, record, after_acks=after_acks)
         what = (orjson.loads(record.value or b"{}")["type"], (record.key or b"").decode())
         log.append(("sent", *what))
+        if after_acks and after_acks_log is not None:
+            after_acks_log.append(what)
         acked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def ack() -> None:
@@ -55,6 +61,19 @@ async def test_a_decision_is_sent_after_its_sessions_earlier_outputs_are_acked()
     first_decision = log.index(("sent", "eviction.decided", "s-bad"))
     faults_acked = [i for i, e in enumerate(log) if e == ("acked", "integrity.fault", "s-bad")]
     assert faults_acked and max(faults_acked) < first_decision
+
+
+async def test_a_decision_that_waited_for_its_causes_is_sent_as_such() -> None:
+    # The Kafka transport sends it on a producer of its own: on the step's, it queued
+    # behind the request the next batch's first outputs had in flight.
+    after_acks: list[tuple[str, str]] = []
+    lines = broken("s-bad").lines() + healthy("s-good").lines()
+    log = await journal_of_one_step(lines, after_acks)
+    assert ("eviction.decided", "s-bad") in after_acks
+    assert {kind for kind, _ in after_acks} <= {"eviction.decided", "context.compacted"}
+    # s-good's first decision waited for nothing: the step sent it at once
+    good = ("eviction.decided", "s-good")
+    assert after_acks.count(good) == log.count(("sent", *good)) - 1
 
 
 async def test_a_decision_with_no_earlier_output_in_its_step_does_not_wait() -> None:
@@ -97,8 +116,8 @@ async def journal_of_overlapping_steps(
     held: list[tuple[str, asyncio.Future[Any]]] = []
     send, poll, open_partition = transport.send, transport.poll, transport.open_partition
 
-    async def holding_send(record: OutRecord) -> Any:
-        await send(record)
+    async def holding_send(record: OutRecord, *, after_acks: bool = False) -> Any:
+        await send(record, after_acks=after_acks)
         identity = output_identity(record.value or b"")
         log.append(("sent", identity))
         acked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

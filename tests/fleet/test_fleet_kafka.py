@@ -191,12 +191,12 @@ def check_what_the_dashboard_says(page: Page) -> None:
     )
     assert "UTC" in page.text_content("#status") and "UTC" in page.text_content("#chart-caption")
     assert "9 per critical fault" in page.text_content("#worst-caption")
-    worst_tenants = set(
-        page.eval_on_selector_all(
-            "#worst tbody tr td:first-child", "c => c.map(e => e.textContent)"
-        )
+    # Every tenant keeps its worst sessions.
+    tenants = sorted(TENANTS)
+    shown = settled_cells(
+        page, "#worst tbody tr td:first-child", "textContent", tenants, distinct=True
     )
-    assert worst_tenants == set(TENANTS)  # every tenant keeps its worst sessions
+    assert shown == tenants
     refused = page.eval_on_selector_all("#tenants td.refused", "c => c.map(e => +e.textContent)")
     pins = page.eval_on_selector_all("#tenants td.pins", "c => c.map(e => +e.textContent)")
     assert len(refused) == len(TENANTS) and sum(refused) > 0 and sum(pins) > 0
@@ -222,23 +222,33 @@ def check_compactions(page: Page, cluster: Cluster) -> None:
     assert shown == [c.outcome for c in reversed(made)] and "critical" in shown
     critical = sorted({o.session_id for o in cluster.replay.outputs
                        if isinstance(o, ContextCompacted) and o.outcome == "critical"})  # fmt: skip
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     page.select_option("#compaction-filter", "critical")
     # The fleet's list fills as the aggregator merges the workers' partials, which may
     # still be on their way after the session's own view is complete.
-    rows = "[...document.querySelectorAll('#compacted tbody tr[data-session]')]"
-    with contextlib.suppress(PlaywrightTimeout):  # the assertion below says what was listed
+    listed = settled_cells(page, "#compacted tbody tr[data-session]", "dataset.session", critical)
+    assert listed == critical
+    page.select_option("#compaction-filter", "")
+
+
+def settled_cells(
+    page: Page, selector: str, field: str, want: list[str], *, distinct: bool = False
+) -> list[str]:
+    """The sorted ``field`` of the elements ``selector`` finds (each value once with
+    ``distinct``), once they equal ``want`` or after 30 s (the caller's assertion then
+    says what the page showed): the fleet's lists are redrawn at every refresh of
+    ``/fleet``, which merges every worker's view (a worker's view in the middle of a
+    merge, or late to answer, shows part of it)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    values = f"[...document.querySelectorAll('{selector}')].map(e => e.{field})"
+    read = f"[...new Set({values})].sort()" if distinct else f"{values}.sort()"
+    with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(
-            f"want => JSON.stringify({rows}.map(r => r.dataset.session).sort()) === want",
-            arg=orjson.dumps(critical).decode(),
+            f"want => JSON.stringify({read}) === want",
+            arg=orjson.dumps(want).decode(),
             timeout=30_000,
         )
-    listed = page.eval_on_selector_all(
-        "#compacted tbody tr[data-session]", "rs => rs.map(r => r.dataset.session)"
-    )
-    assert sorted(listed) == critical
-    page.select_option("#compaction-filter", "")
+    return list(page.evaluate(read))
 
 
 def check_screenshot(page: Page) -> None:

@@ -14,6 +14,7 @@ objects exactly as they would travel on ``spanguard.events``::
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,8 +26,16 @@ from spanguard.schemas import INPUT_ADAPTER, InputEvent, text_sha256
 Json = dict[str, Any]
 
 
+SCORER = "relevance-v1"
+"""The scorer of a scoring pass that names none."""
+
+
 class SessionScript:
-    """Builds the input events of one session, in order."""
+    """Builds the input events of one session, in order.
+
+    ``seq`` and ``turn`` may be moved by hand (a harness that lost events, the next
+    turn); with ``record`` off the events are only returned, not kept in :attr:`raw`
+    (a simulator writing many sessions keeps its own)."""
 
     def __init__(
         self,
@@ -34,6 +43,8 @@ class SessionScript:
         tenant: str = "acme",
         start: datetime = datetime(2026, 11, 30, 9, 0, tzinfo=UTC),
         step: timedelta = timedelta(seconds=1),
+        *,
+        record: bool = True,
     ) -> None:
         self.session_id = session_id
         self.tenant = tenant
@@ -41,6 +52,7 @@ class SessionScript:
         self.turn = 0
         self.texts: dict[str, str] = {}
         self.raw: list[Json] = []
+        self.record = record
         self._start = start
         self._step = step
         self._position = 0
@@ -63,8 +75,16 @@ class SessionScript:
         }
         event.update({k: v for k, v in fields.items() if v is not None})
         self.seq += 1
-        self.raw.append(event)
+        if self.record:
+            self.raw.append(event)
         return event
+
+    def clone(self) -> SessionScript:
+        """A copy to write on and throw away (a simulator's plan that fails)."""
+        twin = copy.copy(self)
+        twin.texts = dict(self.texts)
+        twin.raw = list(self.raw)
+        return twin
 
     def next_turn(self) -> SessionScript:
         """Start the next turn of the agent loop."""
@@ -116,7 +136,7 @@ class SessionScript:
         against: dict[str, str] | None = None,
         no_hash: Iterable[str] = (),
         query_sha256: str | None = None,
-        scorer: str = "relevance-v1",
+        scorer: str = SCORER,
     ) -> Json:
         """A ``scores.computed`` pass; each score is bound to the span's current text
         unless ``against`` names another text or ``no_hash`` leaves the hash out."""

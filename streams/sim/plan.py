@@ -23,12 +23,12 @@ from dataclasses import dataclass, field, replace
 import orjson
 
 from spanguard.schemas import INPUT_ADAPTER, EvictionRequested, FaultKind, RejectReason, text_sha256
+from spanguard.streams.engine.trace import SCORER, Json, SessionScript
 from spanguard.streams.reference.extract import Mention
 from spanguard.streams.reference.gate import requested_spans
 from spanguard.streams.reference.model import ReferenceModel
 from spanguard.streams.reference.outcome import Decision, Fault, Outcome, Pin, Rejected
 from spanguard.streams.reference.state import POISONED_AT, Session, Span, binder
-from spanguard.streams.sim.events import SCORER, EventWriter, Json
 from spanguard.streams.sim.texts import Conversation, Entity, Hold, Text
 from spanguard.streams.sim.truth import DeadLetterTruth
 
@@ -65,7 +65,7 @@ class Record:
 class SimState:
     """Everything a plan may change; planning works on a copy."""
 
-    writer: EventWriter
+    writer: SessionScript
     conversation: Conversation
     start_ms: int
     step_ms: int
@@ -269,14 +269,6 @@ class EvictOp:
     keep_top_k: int | None = None
     basis: str = "score"
 
-    def policy(self) -> Json | None:
-        """The request's ``policy`` (None for candidates)."""
-        if self.threshold is not None:
-            return {"threshold": self.threshold}
-        if self.keep_top_k is not None:
-            return {"keep_top_k": self.keep_top_k}
-        return None
-
 
 @dataclass(frozen=True, slots=True)
 class GapOp:
@@ -419,13 +411,14 @@ class Planner:
                 tokens=op.text.tokens,
                 position=op.position,
                 role=op.role,
-                derived_from=op.derived_from,
-                tool_call_ids=op.calls,
+                derived_from=op.derived_from or None,
+                tool_call_ids=op.calls or None,
                 tool_call_id=op.answers,
-                protected=op.protected,
+                protected=op.protected or None,
             )
         elif isinstance(op, ScoreOp):
-            event = writer.score(
+            event = score_pass(
+                writer,
                 [(sid, value, self._scored_text(sid, mode)) for sid, value, mode in op.entries],
                 op.scorer,
             )
@@ -443,7 +436,10 @@ class Planner:
                     st.content[e.span_id].text = e.text.text
         elif isinstance(op, EvictOp):
             event = writer.evict(
-                op.candidates, op.policy(), op.basis if op.basis != "score" else None
+                op.candidates,
+                threshold=op.threshold,
+                keep_top_k=op.keep_top_k,
+                basis=op.basis if op.basis != "score" else None,
             )
             return self._evict(op, event)
         elif isinstance(op, RedeliverOp):
@@ -508,7 +504,7 @@ class Planner:
             )
             return Record(raw, previous.ms, DeadLetterTruth(None, None, reason.value, None))
         if reason is RejectReason.NON_FINITE_SCORE:
-            event = writer.score([(op.span_id, 0.5, writer.texts.get(op.span_id, ""))])
+            event = writer.score((op.span_id, 0.5))
             event["scores"][0]["score"] = "__NAN__"
             raw = orjson.dumps(event).replace(b'"__NAN__"', b"NaN")
             truth = DeadLetterTruth(session_id, tenant, reason.value, str(event["event_id"]))
@@ -532,6 +528,23 @@ class Planner:
             event["text_sha256"] = text_sha256(op.text + " (edited)")
         truth = DeadLetterTruth(session_id, tenant, reason.value, str(event["event_id"]))
         return Record(event, self._ms(event), truth)
+
+
+def score_pass(
+    writer: SessionScript,
+    entries: Sequence[tuple[str, float, str | None]],
+    scorer: str = SCORER,
+) -> Json:
+    """A ``scores.computed`` pass of ``(span id, value, text)``: each score carries the
+    hash of the text it was computed against (no hash when that is None)."""
+    if len({span_id for span_id, _, _ in entries}) < len(entries):
+        raise ValueError("a scoring pass scores each span once")
+    return writer.score(
+        *((span_id, value) for span_id, value, _ in entries),
+        against={span_id: text for span_id, _, text in entries if text is not None},
+        no_hash=[span_id for span_id, _, text in entries if text is None],
+        scorer=scorer,
+    )
 
 
 def _snapshot_entry(e: SnapEntry) -> Json:

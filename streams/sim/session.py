@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
-from spanguard.streams.sim.events import EventWriter
+from spanguard.streams.engine.trace import SessionScript
 from spanguard.streams.sim.plan import (
     AddOp,
     CloseOp,
@@ -63,7 +63,9 @@ class SessionGenerator(Steps):
         step_ms: int,
         lookalikes: Sequence[Lookalike] = (),
     ) -> None:
-        writer = EventWriter(session_id, tenant, start, timedelta(milliseconds=step_ms))
+        writer = SessionScript(
+            session_id, tenant, start, timedelta(milliseconds=step_ms), record=False
+        )
         super().__init__(
             rng, domain, SimState(writer, Conversation(domain, rng), start_ms, step_ms)
         )

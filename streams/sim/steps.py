@@ -17,6 +17,7 @@ from collections.abc import Container, Sequence
 from typing import Any
 
 from spanguard.schemas import FaultKind, RejectReason, text_sha256
+from spanguard.streams.engine.trace import SCORER
 from spanguard.streams.reference.model import DRIFT_TOLERANCE
 from spanguard.streams.reference.rewrite import (
     THRASH_AFTER,
@@ -24,7 +25,6 @@ from spanguard.streams.reference.rewrite import (
     THRASH_WITHIN_TURNS,
 )
 from spanguard.streams.reference.state import POISONED_AT
-from spanguard.streams.sim.events import SCORER
 from spanguard.streams.sim.plan import (
     AddOp,
     BadOp,

@@ -1,12 +1,15 @@
 """The simulator's truth does not come from the engine: no module of ``spanguard.streams.sim``
 imports the engine, but the configuration reading the engine's default settings
-(which the truth file records), and the hand-written example scenarios."""
+(which the truth file records) and the trace builder (``engine.trace``: it writes
+events as a harness does, the one event builder of the project, and imports nothing of
+the engine)."""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import spanguard.streams.engine
 import spanguard.streams.sim
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.reference import gate, model, rewrite, state
@@ -14,12 +17,8 @@ from spanguard.streams.sim import SimConfig, simulate
 from spanguard.streams.sim.config import engine_assumptions
 
 PACKAGE = Path(spanguard.streams.sim.__file__).parent
-ALLOWED = {
-    ("config.py", "spanguard.streams.engine.config"),
-    # Example traces for the docs and the engine's own tests; no truth is made from them.
-    ("scenarios.py", "spanguard.streams.engine.trace"),
-    ("compactions.py", "spanguard.streams.engine.trace"),
-}
+TRACE = "spanguard.streams.engine.trace"
+ALLOWED = {("config.py", "spanguard.streams.engine.config")}
 
 
 def _engine_imports(path: Path) -> set[str]:
@@ -44,9 +43,15 @@ def test_no_module_of_the_simulator_imports_the_engine() -> None:
         (path.name, module)
         for path in sorted(PACKAGE.glob("*.py"))
         for module in _engine_imports(path)
+        if module != TRACE
     }
     assert offending <= ALLOWED, offending - ALLOWED
     assert ("config.py", "spanguard.streams.engine.config") in offending
+
+
+def test_the_trace_builder_the_simulator_writes_with_knows_nothing_of_the_engine() -> None:
+    trace = Path(spanguard.streams.engine.__file__).parent / "trace.py"
+    assert _engine_imports(trace) == set()
 
 
 def test_the_truth_assumes_the_engine_defaults() -> None:

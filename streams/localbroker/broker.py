@@ -30,7 +30,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import errno
-import fcntl
 import logging
 import os
 import signal
@@ -38,7 +37,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from spanguard.streams.localbroker.jars import (
     LOCK_FILE,
     FetchReport,
     JarLock,
+    exclusive,
     fetch_jars,
     jars_complete,
 )
@@ -230,18 +230,6 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """In the child before exec: get SIGTERM when the parent exits (Linux prctl)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (created if missing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _run_in_own_loop(coro_factory: _CoroFactory, timeout: float) -> bool:
@@ -613,7 +601,7 @@ class LocalBroker:
             BrokerError: When java or the jars are missing, a port is taken by another
                 process, the JVM exits early, or it does not answer within ``timeout``.
         """
-        with _file_lock(self.lock_file):
+        with exclusive(self.lock_file):
             return self._start_locked(timeout)
 
     def _start_locked(self, timeout: float) -> str:
@@ -734,7 +722,7 @@ class LocalBroker:
             True when a running broker was stopped, False when none was running (a stale
             PID file, e.g. one naming a reused PID, is just removed).
         """
-        with _file_lock(self.lock_file):
+        with exclusive(self.lock_file):
             return self._stop_locked(timeout)
 
     def _stop_locked(self, timeout: float) -> bool:

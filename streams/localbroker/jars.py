@@ -268,8 +268,10 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (two fetches never write one file)."""
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path``, created with its folder if missing
+    (two fetches never write one file; two brokers never start in one home)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -469,7 +471,7 @@ def fetch_jars(
         lib_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise JarError(f"cannot create the jar directory {lib_dir}: {exc.strerror}") from None
-    with _exclusive(lib_dir / _LOCK_NAME):
+    with exclusive(lib_dir / _LOCK_NAME):
         if not verify and jars_complete(lock, lib_dir):  # another process finished meanwhile
             report.verified = len(lock.jars)
             return report

@@ -26,7 +26,9 @@ compaction lists, and status ``ERROR`` for a ``critical`` outcome
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from spanguard.schemas import (
@@ -215,22 +217,22 @@ def service_resource(service_name: str, service_version: str) -> Any:
     return Resource.create({"service.name": service_name, "service.version": service_version})
 
 
-class _ProviderExport:
-    """What both exports share: the OpenTelemetry provider that batches and sends."""
+@dataclass(frozen=True, slots=True)
+class _Batching:
+    """How an export sends: its collector's headers and timeout, what a lost batch
+    calls, how long a batch waits."""
+
+    headers: dict[str, str]
+    timeout: float
+    on_failure: Callable[[], None] | None
+    schedule_delay_ms: int
+
+
+class _ProviderExport(ABC):
+    """What both exports share: the OpenTelemetry provider that batches and sends, and
+    its options."""
 
     provider: Any
-
-    def flush(self, timeout_ms: int = 10_000) -> bool:
-        """Export what is queued now; True when it all went out."""
-        return bool(self.provider.force_flush(timeout_ms))
-
-    def shutdown(self) -> None:
-        """Flush and stop the background exporter."""
-        self.provider.shutdown()
-
-
-class OtlpLogExport(_ProviderExport):
-    """Emits the log records of outputs through an OTLP/HTTP exporter, batched."""
 
     def __init__(
         self,
@@ -245,20 +247,44 @@ class OtlpLogExport(_ProviderExport):
     ) -> None:
         """Raises ImportError with the extra to install when OpenTelemetry is missing."""
         try:
-            from opentelemetry._logs import SeverityNumber
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-            from opentelemetry.sdk._logs import LoggerProvider
-            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+            self._start(
+                endpoint,
+                service_resource(service_name, service_version),
+                _Batching(dict(headers or {}), timeout, on_failure, schedule_delay_ms),
+            )
         except ImportError as exc:
             raise ImportError(OTEL_MISSING) from exc
-        resource = service_resource(service_name, service_version)
+
+    @abstractmethod
+    def _start(self, endpoint: str, resource: Any, batching: _Batching) -> None:
+        """Set up the provider and its batching exporter (imports OpenTelemetry)."""
+
+    def flush(self, timeout_ms: int = 10_000) -> bool:
+        """Export what is queued now; True when it all went out."""
+        return bool(self.provider.force_flush(timeout_ms))
+
+    def shutdown(self) -> None:
+        """Flush and stop the background exporter."""
+        self.provider.shutdown()
+
+
+class OtlpLogExport(_ProviderExport):
+    """Emits the log records of outputs through an OTLP/HTTP exporter, batched."""
+
+    def _start(self, endpoint: str, resource: Any, batching: _Batching) -> None:
+        from opentelemetry._logs import SeverityNumber
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
         self.provider = LoggerProvider(resource=resource)
         exporter = OTLPLogExporter(
-            endpoint=logs_endpoint(endpoint), headers=dict(headers or {}), timeout=timeout
+            endpoint=logs_endpoint(endpoint), headers=batching.headers, timeout=batching.timeout
         )
         self.provider.add_log_record_processor(
             BatchLogRecordProcessor(
-                counting_exporter(exporter, on_failure), schedule_delay_millis=schedule_delay_ms
+                counting_exporter(exporter, batching.on_failure),
+                schedule_delay_millis=batching.schedule_delay_ms,
             )
         )
         self.logger = self.provider.get_logger("spanguard")
@@ -315,35 +341,21 @@ class OtlpTraceExport(_ProviderExport):
     """Emits one span per ``context.compacted`` through an OTLP/HTTP span exporter,
     batched (:func:`compaction_span`)."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        service_name: str = "spanguard",
-        service_version: str = "",
-        timeout: float = 10.0,
-        on_failure: Callable[[], None] | None = None,
-        schedule_delay_ms: int = 1000,
-    ) -> None:
-        """Raises ImportError with the extra to install when OpenTelemetry is missing."""
-        try:
-            from opentelemetry.context import Context
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-            from opentelemetry.trace import Status, StatusCode
-        except ImportError as exc:
-            raise ImportError(OTEL_MISSING) from exc
-        resource = service_resource(service_name, service_version)
+    def _start(self, endpoint: str, resource: Any, batching: _Batching) -> None:
+        from opentelemetry.context import Context
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.trace import Status, StatusCode
+
         self.provider = TracerProvider(resource=resource)
         exporter = OTLPSpanExporter(
-            endpoint=traces_endpoint(endpoint), headers=dict(headers or {}), timeout=timeout
+            endpoint=traces_endpoint(endpoint), headers=batching.headers, timeout=batching.timeout
         )
         self.provider.add_span_processor(
             BatchSpanProcessor(
-                counting_span_exporter(exporter, on_failure),
-                schedule_delay_millis=schedule_delay_ms,
+                counting_span_exporter(exporter, batching.on_failure),
+                schedule_delay_millis=batching.schedule_delay_ms,
             )
         )
         self.tracer = self.provider.get_tracer("spanguard")

@@ -399,12 +399,18 @@ def _lost_keys(gen: Steps, p: Planner) -> bool:
     # "163 items collapsed into one line": a summary of turns holding three or more
     # identifiers keeps none of them (turns of the conversation that nothing else
     # names, else a listing that a tool just returned).
+    intend = [FaultKind.SUMMARY_LOST_KEYS]
+    return _summarised(gen, p, _key_group(gen, p), intend, "summarize", summary="lost") is not None
+
+
+def _key_group(gen: Steps, p: Planner) -> list[str]:
+    """Turns holding three or more identifiers that nothing else names, else a listing
+    that a tool just returned."""
     options = _unique_key_groups(gen, p, 3)
     group = options[0] if options and gen.rng.random() < 0.5 else None
     if group is None:
         group = gen.rng.choice(options) if options and gen.rng.random() < 0.5 else _listing(gen, p)
-    intend = [FaultKind.SUMMARY_LOST_KEYS]
-    return _summarised(gen, p, group, intend, "summarize", summary="lost") is not None
+    return group
 
 
 def _thin_run(gen: Steps, p: Planner, count: int, gap: int, last: FaultKind | None) -> bool:
@@ -483,11 +489,7 @@ def _kept_prompt(gen: Steps, p: Planner) -> bool:
 
 def _kept_keys(gen: Steps, p: Planner) -> bool:
     # A summary of turns holding three or more identifiers that keeps them all.
-    options = _unique_key_groups(gen, p, 3)
-    group = options[0] if options and gen.rng.random() < 0.5 else None
-    if group is None:
-        group = gen.rng.choice(options) if options and gen.rng.random() < 0.5 else _listing(gen, p)
-    return _summarised(gen, p, group, [], "summarize") is not None
+    return _summarised(gen, p, _key_group(gen, p), [], "summarize") is not None
 
 
 def _shrinking(gen: Steps, p: Planner) -> bool:

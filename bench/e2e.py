@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -401,12 +402,14 @@ async def gate_latency(
     rate: float,
     guarantee: str,
     tree: Path | None = None,
+    relay: bool = False,
     **extra: str,
 ) -> dict[str, Any]:
     """Produce a fleet at ``rate``; latency of each decision from its request's send
     (the worker of the checkout ``tree``, this one by default: ``python -m`` imports
-    ``spanguard`` from the working directory first; ``extra``: more of the worker's
-    environment, e.g. ``SPANGUARD_COMMIT_INTERVAL``). ``window_ms`` is the wall-clock
+    ``spanguard`` from the working directory first; with ``relay``, instead of a worker
+    :mod:`bench.gate_relay`, the floor of the contract's order; ``extra``: more of the
+    worker's environment, e.g. ``SPANGUARD_COMMIT_INTERVAL``). ``window_ms`` is the wall-clock
     span from the first record sent to the last decision read (``last_sent_ms``: the
     last record sent, so a worker that fell behind shows), and ``group`` the
     workers' consumer group (``bench.gate_tail`` counts its commits in that window).
@@ -419,9 +422,12 @@ async def gate_latency(
     await bench.topics(prefix)
     await create_topics(bench.bootstrap, [f"{prefix}.probe"], partitions=PARTITIONS)
     lines = demo_fleet(sessions)
-    started = await asyncio.to_thread(
-        bench.workers, prefix, 1, tree, SPANGUARD_PROCESSING_GUARANTEE=guarantee, **extra
-    )
+    if relay:
+        started: list[Any] = [await asyncio.to_thread(Relay, bench, prefix, sessions, extra)]
+    else:
+        started = await asyncio.to_thread(
+            bench.workers, prefix, 1, tree, SPANGUARD_PROCESSING_GUARANTEE=guarantee, **extra
+        )
     await asyncio.sleep(2)  # let the first assignment settle
     sent_at: dict[str, float] = {}
     latencies: list[float] = []
@@ -491,7 +497,7 @@ async def gate_latency(
             await asyncio.to_thread(worker.stop)
     return {
         "guarantee": guarantee,
-        "worker": "current" if tree is None else str(tree),
+        "worker": "relay" if relay else "current" if tree is None else str(tree),
         "broker_log": bench.log_medium,
         "sessions": sessions,
         "rate": rate,
@@ -503,6 +509,26 @@ async def gate_latency(
         "last_sent_ms": round(window[2] * 1000),
         "worker_env": extra,
     }
+
+
+class Relay:
+    """:mod:`bench.gate_relay` in a process of its own, as a worker would be."""
+
+    def __init__(self, bench: Bench, prefix: str, sessions: int, extra: dict[str, str]) -> None:
+        command = [sys.executable, "-m", "bench.gate_relay", "--bootstrap", bench.bootstrap]
+        command += ["--prefix", prefix, "--sessions", str(sessions)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env={**os.environ, **extra}
+        )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            self.stop()
+            raise RuntimeError("the relay did not start (its error is above)")
+
+    def stop(self) -> None:
+        """Terminate it and wait."""
+        self.process.terminate()
+        self.process.wait(timeout=30)
 
 
 async def _from_start(consumer: AIOKafkaConsumer, topic: str) -> None:

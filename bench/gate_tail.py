@@ -29,6 +29,11 @@ broker of its own:
    in the row's window, and the period between two commits of one partition (the
    interval plus the commit and the step that runs it).
 
+Beside each at-least-once rate, a **relay** row: :mod:`bench.gate_relay` in place of the
+worker, writing the outputs the engine made with only the contract's order (a decision
+after its session's causes are acknowledged): what that rule and the broker cost
+without the guard's own work, a lower bound for any worker that keeps the order.
+
 Then the issue's targets, met or not met, with the floors beside them:
 at-least-once at 1,000 events/s with the broker on tmpfs p99 <= 50 ms; the moonshot,
 p99 within 2x the broker's floor at half capacity; throughput not lower than before.
@@ -161,11 +166,14 @@ async def latency_row(
     guarantee: str,
     tree: Path | None,
     label: str,
+    relay: bool = False,
     **extra: str,
 ) -> dict[str, Any]:
-    """One gate-latency row with its floor, its transactions/s and the load it ran under."""
-    row = await gate_latency(bench, sessions, rate, guarantee, tree, **extra)
-    commits = await offset_commits(bench.bootstrap, row["group"])
+    """One gate-latency row with its floor, its transactions/s and the load it ran under
+    (with ``relay``: of :mod:`bench.gate_relay`, the floor of the contract's order)."""
+    row = await gate_latency(bench, sessions, rate, guarantee, tree, relay, **extra)
+    # The relay commits nothing (it is no checkpointing worker).
+    commits = [] if relay else await offset_commits(bench.bootstrap, row["group"])
     row["rate_label"] = label
     row["behind_s"] = round((row["window_ms"][1] - row["last_sent_ms"]) / 1000, 2)
     row["transactions"] = transaction_rate(
@@ -207,6 +215,9 @@ def medium_rows(
                         )
                     )
                 )
+            rows.append(
+                asyncio.run(latency_row(bench, sessions, rate, "at_least_once", None, label, True))
+            )
         for interval in EO_INTERVALS:
             rows.append(
                 asyncio.run(
@@ -286,10 +297,12 @@ def verdicts(rows: Sequence[dict[str, Any]], capacities: Sequence[dict[str, Any]
         if at:
             p99 = _median([r["p99_ms"] for r in at])
             floor = _median([r["broker_floor"]["p99_ms"] for r in at])
+            relayed = [r["p99_ms"] for r in _rows(rows, medium, "1000", "relay")]
+            relay = f", the order alone (relay) p99 {_median(relayed)} ms" if relayed else ""
             out.append(
                 Verdict(
                     f"at-least-once, 1,000 events/s, broker log on {medium}: p99",
-                    f"{p99} ms, broker floor p99 {floor} ms",
+                    f"{p99} ms, broker floor p99 {floor} ms{relay}",
                     f"<= {TARGET_P99_MS:.0f} ms"
                     + ("" if medium == "tmpfs" else "; the issue's is on tmpfs"),
                     p99 <= TARGET_P99_MS,

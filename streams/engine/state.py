@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from spanguard.streams.engine.gone import GoneSpans
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Hold, Mention, OrderKey, ReferentIndex
@@ -271,19 +272,6 @@ class SpanState:
         return extra
 
 
-@dataclass(slots=True)
-class GoneSpan:
-    """A span that left the live set: when, and its counter (lineage still counts it)."""
-
-    seq: int
-    stale_rewrites: int
-    arrival: int
-    """The arrival number it had while live: where its state record lives."""
-    keys: tuple[StoredKey, ...] = ()
-    """The referent keys it held (a later summary of it is checked against them:
-    ``SUMMARY_LOST_KEYS``)."""
-
-
 BULK_SHARE = 5
 """Work on more than 1/BULK_SHARE of a session's live spans is done in one pass over
 the session (as a rescan would) instead of one indexed step per span: measured on a
@@ -398,7 +386,9 @@ class SessionState:
     arrivals: int = 0
     freeze_streak: int = 0
     spans: dict[str, SpanState] = field(default_factory=dict)
-    gone: dict[str, GoneSpan] = field(default_factory=dict)
+    gone: GoneSpans = field(default_factory=GoneSpans)
+    """Spans that left the live set, by id (one packed int each, see
+    :mod:`~spanguard.streams.engine.gone`)."""
     known_types: set[str] = field(default_factory=set)
     names: NameBook = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
@@ -464,11 +454,11 @@ class SessionState:
     def _admit(self, span: SpanState) -> None:
         # Live, by id (the indexes are the caller's): a span that left before and comes
         # back under a new arrival is no longer gone.
-        gone = self.gone.pop(span.span_id, None)
+        left = self.gone.discard(span.span_id)
         changes = self.changes
         if changes is not None:
-            if gone is not None:
-                changes.vacate(gone.arrival)
+            if left is not None:
+                changes.vacate(left)
             changes.place(span.arrival, span.span_id)
         self.spans[span.span_id] = span
 
@@ -532,7 +522,7 @@ class SessionState:
         leaving = (span_id,)
         self.stale = _without(self.stale, leaving)
         self.poisoned_pending = _without(self.poisoned_pending, leaving)
-        self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
+        self.gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
         self._unlink_calls(span)
         self._touch(span.arrival)
 
@@ -569,7 +559,7 @@ class SessionState:
             if span.extra is not None or span.calls or span.answers is not None:
                 self._unlink_child(span)
                 self._unlink_calls(span)
-            gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
+            gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
         self._touch_all(removed)
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)

@@ -408,14 +408,15 @@ class SessionState:
     """Live spans with ``stale_rewrites > 0`` that gate (not dropped poisoned ones)."""
     poisoned_pending: AbstractSet[str] = _NONE
     """Poisoned spans waiting to be dropped (``poisoned: drop``)."""
-    children: dict[str, list[str]] = field(default_factory=dict)
-    """Span id -> the live spans citing it in ``derived_from`` (lists, not sets: a span
-    has a child or two, and a one-item list costs a quarter of a set)."""
+    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Span id -> the live spans citing it in ``derived_from`` (tuples, not sets or
+    lists: a span has a child or two, and a tuple of one costs 48 B where a list costs
+    64 and a set 216; a link or an unlink makes a new one, of a few items)."""
     referents: ReferentIndex = field(default_factory=ReferentIndex)
     live_tokens: int = 0
     bound_sum: float = 0.0
     bound_count: int = 0
-    call_spans: dict[str, list[str]] = field(default_factory=dict)
+    call_spans: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
     protected: AbstractSet[str] = _NONE
     """Live protected spans."""
@@ -487,6 +488,25 @@ class SessionState:
             _unlink(self.call_spans, call, span.span_id)
         if span.protected:
             self.protected = _without(self.protected, (span.span_id,))
+
+    def lineage(self, parents: Iterable[str] | None) -> tuple[str, ...]:
+        """``parents`` as a span's ``derived_from``: each id of a live span as that
+        span's own string. An event decodes every id into a string of its own, and a
+        summary's parents (merged into it, then gone) would otherwise keep a second
+        copy of each id for the summary's life (~300 B a simulated session)."""
+        if not parents:
+            return ()
+        spans = self.spans
+        return tuple(span.span_id if (span := spans.get(p)) is not None else p for p in parents)
+
+    def call_id(self, call: str) -> str:
+        """``call`` as the live spans of its tool pair already hold it (the same string
+        object: a result's id would otherwise be a copy of its call's, ~230 B a
+        simulated session), or ``call`` itself when none does."""
+        linked = self.call_spans.get(call)
+        if linked is None:
+            return call
+        return next(held for held in self.spans[linked[0]].call_ids if held == call)
 
     def group(self, span_id: str) -> list[str]:
         """The live spans of ``span_id``'s tool pair group (linked through shared call
@@ -750,8 +770,8 @@ class SessionState:
         pending = self.poisoned_pending
         ranked: dict[str | None, list[ScoreKey]] = {}
         stale: set[str] = set()
-        children: dict[str, list[str]] = {}
-        call_spans: dict[str, list[str]] = {}
+        children: dict[str, tuple[str, ...]] = {}
+        call_spans: dict[str, tuple[str, ...]] = {}
         protected: set[str] = set()
         live_tokens = 0
         bound_sum = 0.0
@@ -813,22 +833,23 @@ def _remove(ordered: list[Any], key: object) -> None:
     del ordered[at]
 
 
-def _link(index: dict[str, list[str]], name: str, member: str) -> None:
+def _link(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
     """Enter ``member`` under ``name`` in a one-to-few index (once)."""
     members = index.get(name)
     if members is None:
-        index[name] = [member]
+        index[name] = (member,)
     elif member not in members:
-        members.append(member)
+        index[name] = (*members, member)
 
 
-def _unlink(index: dict[str, list[str]], name: str, member: str) -> None:
+def _unlink(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
     """Take ``member`` out from under ``name``; a name with no member left leaves."""
     members = index.get(name)
     if members is not None and member in members:
-        members.remove(member)
-        if not members:
+        if len(members) == 1:
             del index[name]
+        else:
+            index[name] = tuple(m for m in members if m != member)
 
 
 def _keys(span: SpanState) -> tuple[StoredKey, ...]:

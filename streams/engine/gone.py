@@ -3,10 +3,10 @@
 A session remembers every span that left it (until ``max_gone_spans``): when it left,
 its rewrite counter (lineage still counts it), its arrival number (where its state
 record lives) and the referent keys it held. Kept as a :class:`GoneSpan` object each,
-with its own ``seq`` and arrival ints, that is ~130 B a gone span, ~1.9 KB a simulated
-session. :class:`GoneSpans` packs the three numbers into one int per span (~40 B) and
-keeps the keys apart, in a dict made only when a gone span held any; reading an entry
-makes the :class:`GoneSpan` it was made from.
+that is 64 B a gone span, ~1 KB a simulated session. :class:`GoneSpans` keeps most gone
+spans (counter 0, no keys) as one int of their ``seq`` and arrival number (32 B while
+``seq`` < 2**28), the others as a tuple of that int, the counter and the keys; reading
+an entry makes the :class:`GoneSpan` it was made from.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from dataclasses import dataclass
 
 from spanguard.streams.engine.keys import StoredKey
 
-FIELD_BITS = 32
-"""Bits of the arrival number and of the counter in a packed entry (``seq`` takes the
-bits above them, as many as it needs: the contract does not bound it)."""
-_FIELD_MASK = (1 << FIELD_BITS) - 1
-_NO_KEYS: tuple[StoredKey, ...] = ()
+ARRIVAL_BITS = 32
+"""Bits of the arrival number in a packed entry (``seq`` takes the bits above them, as
+many as it needs: the contract does not bound it)."""
+_ARRIVAL_MASK = (1 << ARRIVAL_BITS) - 1
+
+Entry = int | tuple[int, int, tuple[StoredKey, ...]]
+"""A gone span as kept: its :func:`pack` ed ``seq`` and arrival, with its counter and
+keys when either is not nothing."""
 
 
 @dataclass(slots=True)
@@ -36,20 +39,19 @@ class GoneSpan:
     ``SUMMARY_LOST_KEYS``)."""
 
 
-def pack(seq: int, stale_rewrites: int, arrival: int) -> int:
-    """One int of a gone span's three numbers (:func:`unpack` gives them back).
+def pack(seq: int, arrival: int) -> int:
+    """One int of a gone span's ``seq`` and arrival number (:func:`unpack` gives them
+    back). The arrival number has :data:`ARRIVAL_BITS` bits: a session with 2**32
+    arrivals would hold terabytes, so a larger one is a broken record."""
+    # a negative arrival shifts to -1: refused with the too large ones
+    if seq < 0 or arrival >> ARRIVAL_BITS:
+        raise OverflowError(f"gone span out of range: seq {seq}, arrival {arrival}")
+    return (seq << ARRIVAL_BITS) | arrival
 
-    The counter and the arrival number have :data:`FIELD_BITS` bits each: a session
-    with 2**32 arrivals would hold terabytes, so a larger one is a broken record."""
-    # a negative field shifts to -1: refused with the too large ones
-    if seq < 0 or stale_rewrites >> FIELD_BITS or arrival >> FIELD_BITS:
-        raise OverflowError(f"gone span out of range: {seq}, {stale_rewrites}, {arrival}")
-    return (seq << 2 * FIELD_BITS) | (arrival << FIELD_BITS) | stale_rewrites
 
-
-def unpack(packed: int) -> tuple[int, int, int]:
-    """``(seq, stale_rewrites, arrival)`` of a :func:`pack` ed entry."""
-    return packed >> 2 * FIELD_BITS, packed & _FIELD_MASK, (packed >> FIELD_BITS) & _FIELD_MASK
+def unpack(packed: int) -> tuple[int, int]:
+    """``(seq, arrival)`` of a :func:`pack` ed entry."""
+    return packed >> ARRIVAL_BITS, packed & _ARRIVAL_MASK
 
 
 class GoneSpans(MutableMapping[str, GoneSpan]):
@@ -57,12 +59,10 @@ class GoneSpans(MutableMapping[str, GoneSpan]):
     span (see the module). Iterates in insertion order, as a dict does; an entry read
     is a new :class:`GoneSpan` each time (changing it changes nothing here)."""
 
-    __slots__ = ("_keys", "_packed")
+    __slots__ = ("_entries",)
 
     def __init__(self, spans: Mapping[str, GoneSpan] | None = None) -> None:
-        self._packed: dict[str, int] = {}
-        self._keys: dict[str, tuple[StoredKey, ...]] | None = None
-        """The keys of the gone spans that held any (None until one did)."""
+        self._entries: dict[str, Entry] = {}
         if spans is not None:
             self.update(spans)
 
@@ -71,47 +71,43 @@ class GoneSpans(MutableMapping[str, GoneSpan]):
     ) -> None:
         """Remember ``span_id`` as gone (``self[span_id] = GoneSpan(...)``, without
         the object)."""
-        self._packed[span_id] = pack(seq, stale_rewrites, arrival)
-        held = self._keys
-        if keys:
-            if held is None:
-                held = self._keys = {}
-            held[span_id] = keys
-        elif held is not None:
-            held.pop(span_id, None)
+        packed = pack(seq, arrival)
+        self._entries[span_id] = (
+            (packed, stale_rewrites, keys) if stale_rewrites or keys else packed
+        )
 
     def discard(self, span_id: str) -> int | None:
         """Forget ``span_id`` if it is gone: the arrival number it had, or None (a
         ``pop`` that builds no :class:`GoneSpan`, on every span added)."""
-        packed = self._packed.pop(span_id, None)
-        if packed is None:
+        entry = self._entries.pop(span_id, None)
+        if entry is None:
             return None
-        if self._keys is not None:
-            self._keys.pop(span_id, None)
-        return (packed >> FIELD_BITS) & _FIELD_MASK
+        packed = entry if isinstance(entry, int) else entry[0]
+        return packed & _ARRIVAL_MASK
 
     def __getitem__(self, span_id: str) -> GoneSpan:
-        seq, stale_rewrites, arrival = unpack(self._packed[span_id])
-        held = self._keys
-        keys = _NO_KEYS if held is None else held.get(span_id, _NO_KEYS)
+        entry = self._entries[span_id]
+        if isinstance(entry, int):
+            seq, arrival = unpack(entry)
+            return GoneSpan(seq, 0, arrival)
+        packed, stale_rewrites, keys = entry
+        seq, arrival = unpack(packed)
         return GoneSpan(seq, stale_rewrites, arrival, keys)
 
     def __setitem__(self, span_id: str, gone: GoneSpan) -> None:
         self.leave(span_id, gone.seq, gone.stale_rewrites, gone.arrival, gone.keys)
 
     def __delitem__(self, span_id: str) -> None:
-        del self._packed[span_id]
-        if self._keys is not None:
-            self._keys.pop(span_id, None)
+        del self._entries[span_id]
 
     def __contains__(self, span_id: object) -> bool:
-        return span_id in self._packed
+        return span_id in self._entries
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._packed)
+        return iter(self._entries)
 
     def __len__(self) -> int:
-        return len(self._packed)
+        return len(self._entries)
 
     def __repr__(self) -> str:
         return f"GoneSpans({dict(self.items())!r})"

@@ -382,7 +382,7 @@ class Engine:
             event.mentions,
         )
         self._holdings.learn_types(session.known_types, holdings)
-        parents = tuple(event.derived_from or ())
+        parents = session.lineage(event.derived_from)
         span = SpanState(
             span_id=event.span_id,
             text_digest=to_digest(event.content_hash),
@@ -396,8 +396,8 @@ class Engine:
             surfaces=holdings.surfaces,
             role=event.role,
             protected=event.protected,
-            calls=tuple(dict.fromkeys(event.tool_call_ids or ())),
-            answers=event.tool_call_id,
+            calls=tuple(dict.fromkeys(map(session.call_id, event.tool_call_ids or ()))),
+            answers=None if event.tool_call_id is None else session.call_id(event.tool_call_id),
         )
         counter = created_counter(session, parents) if parents else 0
         session.add_span(span)

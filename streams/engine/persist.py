@@ -52,7 +52,6 @@ from spanguard.streams.engine.state import (
     Digest,
     DriftPoint,
     DriftWindow,
-    GoneSpan,
     SessionState,
     SpanState,
     to_digest,
@@ -348,9 +347,8 @@ def _load_entry(
 ) -> None:
     if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
         keys = tuple(map(stored_key, data[3])) if len(data) == 4 else ()
-        gone = GoneSpan(seq=data[0], stale_rewrites=data[1], arrival=data[2], keys=keys)
-        session.gone[span_id] = gone
-        changes.by_arrival[gone.arrival] = span_id
+        session.gone.leave(span_id, data[0], data[1], data[2], keys)
+        changes.by_arrival[data[2]] = span_id
     else:
         span = _load_span(span_id, data)
         session.spans[span_id] = span

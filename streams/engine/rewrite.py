@@ -450,7 +450,9 @@ def _mutate(
                 (
                     span,
                     entry.tokens,
-                    span.derived_from if entry.derived_from is None else tuple(entry.derived_from),
+                    span.derived_from
+                    if entry.derived_from is None
+                    else session.lineage(entry.derived_from),
                 )
                 for entry, span in kept
             ],
@@ -462,7 +464,7 @@ def _mutate(
                     position=position,
                     arrival=session.next_arrival(),
                     added_seq=event.seq,
-                    derived_from=tuple(entry.derived_from or ()),
+                    derived_from=session.lineage(entry.derived_from),
                 )
                 for entry, position in zip(diff.created, diff.created_at, strict=True)
             ],

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from spanguard.streams.engine.gone import GoneSpans
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Hold, Mention, OrderKey, ReferentIndex
@@ -271,19 +272,6 @@ class SpanState:
         return extra
 
 
-@dataclass(slots=True)
-class GoneSpan:
-    """A span that left the live set: when, and its counter (lineage still counts it)."""
-
-    seq: int
-    stale_rewrites: int
-    arrival: int
-    """The arrival number it had while live: where its state record lives."""
-    keys: tuple[StoredKey, ...] = ()
-    """The referent keys it held (a later summary of it is checked against them:
-    ``SUMMARY_LOST_KEYS``)."""
-
-
 BULK_SHARE = 5
 """Work on more than 1/BULK_SHARE of a session's live spans is done in one pass over
 the session (as a rescan would) instead of one indexed step per span: measured on a
@@ -398,7 +386,9 @@ class SessionState:
     arrivals: int = 0
     freeze_streak: int = 0
     spans: dict[str, SpanState] = field(default_factory=dict)
-    gone: dict[str, GoneSpan] = field(default_factory=dict)
+    gone: GoneSpans = field(default_factory=GoneSpans)
+    """Spans that left the live set, by id (one packed int each, see
+    :mod:`~spanguard.streams.engine.gone`)."""
     known_types: set[str] = field(default_factory=set)
     names: NameBook = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
@@ -418,14 +408,15 @@ class SessionState:
     """Live spans with ``stale_rewrites > 0`` that gate (not dropped poisoned ones)."""
     poisoned_pending: AbstractSet[str] = _NONE
     """Poisoned spans waiting to be dropped (``poisoned: drop``)."""
-    children: dict[str, list[str]] = field(default_factory=dict)
-    """Span id -> the live spans citing it in ``derived_from`` (lists, not sets: a span
-    has a child or two, and a one-item list costs a quarter of a set)."""
+    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Span id -> the live spans citing it in ``derived_from`` (tuples, not sets or
+    lists: a span has a child or two, and a tuple of one costs 48 B where a list costs
+    64 and a set 216; a link or an unlink makes a new one, of a few items)."""
     referents: ReferentIndex = field(default_factory=ReferentIndex)
     live_tokens: int = 0
     bound_sum: float = 0.0
     bound_count: int = 0
-    call_spans: dict[str, list[str]] = field(default_factory=dict)
+    call_spans: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
     protected: AbstractSet[str] = _NONE
     """Live protected spans."""
@@ -464,11 +455,11 @@ class SessionState:
     def _admit(self, span: SpanState) -> None:
         # Live, by id (the indexes are the caller's): a span that left before and comes
         # back under a new arrival is no longer gone.
-        gone = self.gone.pop(span.span_id, None)
+        left = self.gone.discard(span.span_id)
         changes = self.changes
         if changes is not None:
-            if gone is not None:
-                changes.vacate(gone.arrival)
+            if left is not None:
+                changes.vacate(left)
             changes.place(span.arrival, span.span_id)
         self.spans[span.span_id] = span
 
@@ -497,6 +488,25 @@ class SessionState:
             _unlink(self.call_spans, call, span.span_id)
         if span.protected:
             self.protected = _without(self.protected, (span.span_id,))
+
+    def lineage(self, parents: Iterable[str] | None) -> tuple[str, ...]:
+        """``parents`` as a span's ``derived_from``: each id of a live span as that
+        span's own string. An event decodes every id into a string of its own, and a
+        summary's parents (merged into it, then gone) would otherwise keep a second
+        copy of each id for the summary's life (~300 B a simulated session)."""
+        if not parents:
+            return ()
+        spans = self.spans
+        return tuple(span.span_id if (span := spans.get(p)) is not None else p for p in parents)
+
+    def call_id(self, call: str) -> str:
+        """``call`` as the live spans of its tool pair already hold it (the same string
+        object: a result's id would otherwise be a copy of its call's, ~230 B a
+        simulated session), or ``call`` itself when none does."""
+        linked = self.call_spans.get(call)
+        if linked is None:
+            return call
+        return next(held for held in self.spans[linked[0]].call_ids if held == call)
 
     def group(self, span_id: str) -> list[str]:
         """The live spans of ``span_id``'s tool pair group (linked through shared call
@@ -532,7 +542,7 @@ class SessionState:
         leaving = (span_id,)
         self.stale = _without(self.stale, leaving)
         self.poisoned_pending = _without(self.poisoned_pending, leaving)
-        self.gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
+        self.gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
         self._unlink_calls(span)
         self._touch(span.arrival)
 
@@ -569,7 +579,7 @@ class SessionState:
             if span.extra is not None or span.calls or span.answers is not None:
                 self._unlink_child(span)
                 self._unlink_calls(span)
-            gone[span_id] = GoneSpan(seq, span.stale_rewrites, span.arrival, _keys(span))
+            gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
         self._touch_all(removed)
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)
@@ -760,8 +770,8 @@ class SessionState:
         pending = self.poisoned_pending
         ranked: dict[str | None, list[ScoreKey]] = {}
         stale: set[str] = set()
-        children: dict[str, list[str]] = {}
-        call_spans: dict[str, list[str]] = {}
+        children: dict[str, tuple[str, ...]] = {}
+        call_spans: dict[str, tuple[str, ...]] = {}
         protected: set[str] = set()
         live_tokens = 0
         bound_sum = 0.0
@@ -823,22 +833,23 @@ def _remove(ordered: list[Any], key: object) -> None:
     del ordered[at]
 
 
-def _link(index: dict[str, list[str]], name: str, member: str) -> None:
+def _link(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
     """Enter ``member`` under ``name`` in a one-to-few index (once)."""
     members = index.get(name)
     if members is None:
-        index[name] = [member]
+        index[name] = (member,)
     elif member not in members:
-        members.append(member)
+        index[name] = (*members, member)
 
 
-def _unlink(index: dict[str, list[str]], name: str, member: str) -> None:
+def _unlink(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
     """Take ``member`` out from under ``name``; a name with no member left leaves."""
     members = index.get(name)
     if members is not None and member in members:
-        members.remove(member)
-        if not members:
+        if len(members) == 1:
             del index[name]
+        else:
+            index[name] = tuple(m for m in members if m != member)
 
 
 def _keys(span: SpanState) -> tuple[StoredKey, ...]:

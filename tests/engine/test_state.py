@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from unittest.mock import patch
 
 from hypothesis import given, settings
@@ -11,10 +12,11 @@ from hypothesis import strategies as st
 from spanguard.schemas import FaultKind, IntegrityFault
 from spanguard.schemas.codec import encode_output
 from spanguard.streams.engine.changes import SessionChanges
+from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.referent_index import Mention, ReferentIndex, holders_of
 from spanguard.streams.engine.rewrite import resolve_in_order
-from spanguard.streams.engine.state import SessionState
+from spanguard.streams.engine.state import SessionState, _link, _unlink
 from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
@@ -29,6 +31,7 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
         {q: list(r) for q, r in state.scores.items()},
         state.stale,
         {p: set(c) for p, c in state.children.items() if c},
+        {c: set(s) for c, s in state.call_spans.items()},
         {k: list(holders_of(v)) for k, v in index.key_holders.items()},
         {k: set(v) for k, v in index.key_mentioners.items()},
         {k: list(v) for k, v in index.type_holders.items()},
@@ -137,3 +140,49 @@ def test_a_rewrite_that_reorders_rebuilds_the_referent_index() -> None:
     state = engine.session(script.tenant, script.session_id)
     assert state is not None
     assert [at[2] for at in state.referents.type_holders["account"]] == ["s2", "s0"]
+
+
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from("pq"), st.sampled_from("abc"))))
+def test_one_to_few_links_read_as_lists_of_distinct_members(
+    steps: list[tuple[bool, str, str]],
+) -> None:
+    # ``children`` and ``call_spans`` keep tuples: the members a list with the same
+    # links and unlinks would hold, in the same order, and no name without a member.
+    index: dict[str, tuple[str, ...]] = {}
+    model: dict[str, list[str]] = {}
+    for linking, name, member in steps:
+        members = model.setdefault(name, [])
+        if linking:
+            _link(index, name, member)
+            if member not in members:
+                members.append(member)
+        else:
+            _unlink(index, name, member)
+            if member in members:
+                members.remove(member)
+        if not members:
+            del model[name]
+        assert {n: list(m) for n, m in index.items()} == model
+
+
+def test_a_session_keeps_one_string_per_span_id_and_call_id() -> None:
+    # Parents are named by the spans' own id strings (also once gone), and a tool
+    # result's call id is its call's: ids decoded again from each event are not kept.
+    from bench.memory import SOURCE, open_session_lines
+
+    engine = Engine(EngineSettings(idle_timeout=timedelta(0)))
+    for line in open_session_lines(30):
+        engine.process_raw(line, SOURCE)
+    parents = answers = 0
+    for state in engine.sessions.values():
+        ids = {span_id: span_id for span_id in [*state.spans, *state.gone]}
+        calls = {call: call for span in state.spans.values() for call in span.calls}
+        for span in state.spans.values():
+            for parent in span.derived_from:
+                if parent in ids:
+                    assert ids[parent] is parent
+                    parents += 1
+            if span.answers in calls:
+                assert calls[span.answers] is span.answers
+                answers += 1
+    assert parents and answers

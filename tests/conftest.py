@@ -22,10 +22,16 @@ from collections.abc import Awaitable, Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from spanguard.streams.localbroker.broker import DEFAULT_HOME, LocalBroker, free_ports
 from tests import broker_guard
 from tests.pipeline import Pipeline
+
+# No property test has a time limit: hypothesis's default 200 ms deadline is a wall-clock
+# assert, which a loaded 2-core CI machine broke once (a names test at 496 ms).
+settings.register_profile("spanguard", deadline=None)
+settings.load_profile("spanguard")
 
 SHARED_LIB_DIR = DEFAULT_HOME / "lib"
 """Jars shared by every broker the tests start."""

@@ -388,10 +388,9 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             after = bisect_left(typed, user_at, after)
             if after and typed[after - 1][2] in removal:
                 edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
-    # A few types: one (frozen) Mention each, not one per pin.
-    anaphor_mentions: dict[StoredKey, Mention] = {
-        type_: Mention(type=type_) for type_ in index.anaphors
-    }
+    # One (frozen) Mention per type that pins, not one per pin, made when first needed:
+    # a Mention costs as much as a dozen edges.
+    anaphor_mentions: dict[str, Mention] = {}
     pins: dict[str, Pin] = {}
     for binder in sorted(binders):
         found = edges[binder[2]]
@@ -402,11 +401,13 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             sort_keyed(found, None, _edge_text)
             first, how, name = found[0]
             user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
-        mention = (
-            Mention(key=name, type=_type_held(spans[binder[2]], name))
-            if how == _KEY
-            else anaphor_mentions[name]
-        )
+        if how == _KEY:
+            mention = Mention(key=name, type=_type_held(spans[binder[2]], name))
+        else:
+            assert isinstance(name, str)  # an anaphor's edge names its type
+            mention = anaphor_mentions.get(name) or anaphor_mentions.setdefault(
+                name, Mention(type=name)
+            )
         pins[binder[2]] = Pin(user_ids, mention, [user_ids[0], binder[2]])
     return pins
 

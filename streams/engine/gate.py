@@ -437,8 +437,10 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     excess = sum(len(r) for r in ranked) - shielded - policy.keep_top_k
     if excess <= 0:
         return []
-    unprotected = (key for key in _merged(ranked) if key[2] not in protected)
-    return [key[2] for key in islice(unprotected, excess)]
+    selectable = _merged(ranked)
+    if protected:
+        selectable = (key for key in selectable if key[2] not in protected)
+    return [key[2] for key in islice(selectable, excess)]
 
 
 def _protected_keys(session: SessionState, ranking: list[ScoreKey]) -> list[ScoreKey]:

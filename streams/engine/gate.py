@@ -31,8 +31,17 @@ from spanguard.schemas import (
 )
 from spanguard.streams.engine.emit import Emission, assemble
 from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
-from spanguard.streams.engine.referent_index import Mention, OrderKey
+from spanguard.streams.engine.referent_index import KeyHolders, Mention, OrderKey
 from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
+
+# Enum members read once: under Python 3.11 reading one from its class runs a Python
+# descriptor (about 2,000 instructions), and a request reads several.
+_ALREADY_EVICTED, _UNKNOWN_SPAN = RefusalReason.ALREADY_EVICTED, RefusalReason.UNKNOWN_SPAN
+_PINNED, _PROTECTED = RefusalReason.PINNED, RefusalReason.PROTECTED
+_UNSCORED = RefusalReason.UNSCORED
+_STALE_SCORE, _FROZEN = RefusalReason.STALE_SCORE, RefusalReason.FROZEN
+_TOOL_PAIR, _LINEAGE = RefusalReason.TOOL_PAIR, RefusalReason.LINEAGE
+_COMMIT, _PARTIAL, _REJECT, _FREEZE = Action.COMMIT, Action.PARTIAL, Action.REJECT, Action.FREEZE
 
 
 class Pin(NamedTuple):
@@ -56,17 +65,14 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
     else:
         requested = list(dict.fromkeys(event.candidates or ()))
         live = [span_id for span_id in requested if span_id in spans]
-        refused = [
-            (
-                span_id,
-                RefusalReason.ALREADY_EVICTED
-                if span_id in session.gone
-                else RefusalReason.UNKNOWN_SPAN,
-            )
-            for span_id in requested
-            if span_id not in spans
-        ]
-    poisoned = sorted(session.poisoned_pending, key=lambda s: spans[s].order_key)
+        if len(live) < len(requested):
+            refused = [
+                (span_id, _ALREADY_EVICTED if span_id in session.gone else _UNKNOWN_SPAN)
+                for span_id in requested
+                if span_id not in spans
+            ]
+    pending = session.poisoned_pending
+    poisoned = sorted(pending, key=lambda s: spans[s].order_key) if pending else []
     live_set = set(live)
     removal = live_set.union(poisoned) if poisoned else live_set
     if protected:
@@ -74,18 +80,18 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
         removal = removal - protected
 
     pins = pinned_set(session, removal)
-    droppable = [s for s in poisoned if s not in pins and s not in protected]
-    kept_poisoned = [s for s in poisoned if s in pins]
-    if kept_poisoned:
-        emission.fault(
-            FaultKind.POISONED_SPAN,
-            kept_poisoned,
-            {"request_id": event.request_id, "pinned": True, "treatment": "kept: pinned"},
-        )
-        refused.extend((s, RefusalReason.PINNED) for s in kept_poisoned if s not in live_set)
-    refused.extend(
-        (s, RefusalReason.PROTECTED) for s in poisoned if s in protected and s not in live_set
-    )
+    droppable: list[str] = []
+    if poisoned:
+        droppable = [s for s in poisoned if s not in pins and s not in protected]
+        kept_poisoned = [s for s in poisoned if s in pins]
+        if kept_poisoned:
+            emission.fault(
+                FaultKind.POISONED_SPAN,
+                kept_poisoned,
+                {"request_id": event.request_id, "pinned": True, "treatment": "kept: pinned"},
+            )
+            refused.extend((s, _PINNED) for s in kept_poisoned if s not in live_set)
+        refused.extend((s, _PROTECTED) for s in poisoned if s in protected and s not in live_set)
 
     frozen = event.basis == "score" and bool(session.stale)
     committed: list[str] = []
@@ -101,13 +107,13 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
             )
         for span_id in live:
             if span_id in protected:
-                refused.append((span_id, RefusalReason.PROTECTED))
+                refused.append((span_id, _PROTECTED))
             elif span_id in pins:
-                refused.append((span_id, RefusalReason.PINNED))
+                refused.append((span_id, _PINNED))
             elif span_id in session.stale:
-                refused.append((span_id, RefusalReason.STALE_SCORE))
-            elif span_id not in session.poisoned_pending:
-                refused.append((span_id, RefusalReason.FROZEN))
+                refused.append((span_id, _STALE_SCORE))
+            elif span_id not in pending:
+                refused.append((span_id, _FROZEN))
         dropped = _whole_groups(session, [], droppable, refused, held_by, False)[1]
     else:
         session.freeze_streak = 0
@@ -116,9 +122,10 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
             session, eligible, droppable, refused, held_by, settings.protect_lineage
         )
         _check_orphans(session, event, committed, dropped, emission)
-    _keep_poisoned(session, event, droppable, dropped, emission)
-
-    _emit_pins(session, event, pins, emission)
+    if pending:
+        _keep_poisoned(session, event, droppable, dropped, emission)
+    if pins:
+        _emit_pins(session, event, pins, emission)
     if frozen:
         recompute_id = _request_recompute(session, set(dropped), emission)
     action = _action(frozen, committed, refused)
@@ -170,6 +177,8 @@ def _whole_groups(
     by the first of the group that stays), a parent only when every live span citing
     it leaves too (``LINEAGE``, when configured). The two rules feed each other, so
     they run until nothing changes."""
+    if not session.call_spans and not (protect_lineage and session.children):
+        return eligible, droppable  # no rule applies: everything may leave
     leaving = dict.fromkeys(eligible) | dict.fromkeys(droppable)
     refusing: dict[str, RefusalReason] = {}
     changed = True
@@ -185,14 +194,14 @@ def _whole_groups(
                     for member in group:
                         if member in leaving:
                             del leaving[member]
-                            refusing[member] = RefusalReason.TOOL_PAIR
+                            refusing[member] = _TOOL_PAIR
                             held_by[member] = staying[0]
                     changed = True
         if protect_lineage and session.children:
             for span_id in list(leaving):
                 if any(kid not in leaving for kid in session.children.get(span_id, ())):
                     del leaving[span_id]
-                    refusing[span_id] = RefusalReason.LINEAGE
+                    refusing[span_id] = _LINEAGE
                     changed = True
     poisoned = set(droppable)
     for span_id in (*eligible, *droppable):
@@ -253,21 +262,57 @@ def pinned_set(
 def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
     """The candidates a retained span needs, in context order, each with its retained
     users in context order and the mention that binds the first of them to it."""
-    # The first user's mention is the first the walk yields for it: the smallest key
-    # the candidate binds for it, else the smallest anaphor type.
+    # The first user's mention is the first a walk over the candidate's bindings meets
+    # for it: the smallest key (text form) the candidate binds for it, else the
+    # smallest anaphor type. Each user's first need is kept as (its order key, key or
+    # None, type), and a Mention is made for the first user only.
     spans = session.spans
     index = session.referents
+    key_holders = index.key_holders
+    key_mentioners = index.key_mentioners
     pins: dict[str, Pin] = {}
-    for span_id in sorted(removal, key=lambda s: spans[s].order_key):
-        span = spans[span_id]
-        needed_by: dict[str, Mention] = {}
-        for user, used in index.dependents(span_id, span.order_key, span.holds):
-            if user not in removal:
-                needed_by.setdefault(user, used)
-        if needed_by:
-            users = sorted(needed_by, key=lambda s: spans[s].order_key)
-            pins[span_id] = Pin(users, needed_by[users[0]], [users[0], span_id])
+    for at in sorted([spans[span_id].order_key for span_id in removal]):
+        holds = spans[at[2]].holds
+        if not holds:
+            continue  # binds nothing: nobody needs it
+        bound: list[tuple[StoredKey, str, KeyHolders]] = []
+        for key, type_ in holds:
+            entry = key_holders.get(key)
+            # ``first_holder`` inlined: this runs for every holding of every candidate.
+            if entry is not None and (entry[0] if entry[0].__class__ is list else entry) == at:
+                bound.append((key, type_, entry))
+        if len(bound) > 1:
+            # A key held twice counts under its first type.
+            firsts: dict[StoredKey, tuple[StoredKey, str, KeyHolders]] = {}
+            for held in bound:
+                firsts.setdefault(held[0], held)
+            bound = list(firsts.values())
+            sort_keyed(bound, None, _held_text)
+        needed: dict[str, tuple[OrderKey, StoredKey | None, str]] = {}
+        for key, type_, entry in bound:
+            if entry[0].__class__ is list:
+                for other in entry[1:]:
+                    if other[2] not in removal:
+                        needed.setdefault(other[2], (other, key, type_))
+            for user in key_mentioners.get(key, ()):
+                if user not in removal and user not in needed:
+                    needed[user] = (spans[user].order_key, key, type_)
+        for type_ in (holds[0][1],) if len(holds) == 1 else sorted({t for _, t in holds}):
+            for user_at in index.anaphors_bound_by(at, type_):
+                if user_at[2] not in removal:
+                    needed.setdefault(user_at[2], (user_at, None, type_))
+        if needed:
+            # One entry per user: the (unique) order keys decide every comparison.
+            found = sorted(needed.values())
+            first, used, type_ = found[0]
+            users = [user_at[2] for user_at, _, _ in found]
+            mention = Mention(type=type_) if used is None else Mention(key=used, type=type_)
+            pins[at[2]] = Pin(users, mention, [first[2], at[2]])
     return pins
+
+
+def _held_text(held: tuple[StoredKey, str, KeyHolders]) -> str:
+    return key_text(held[0])
 
 
 _KEY, _ANAPHOR = 0, 1
@@ -343,10 +388,9 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             after = bisect_left(typed, user_at, after)
             if after and typed[after - 1][2] in removal:
                 edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
-    # A few types: one (frozen) Mention each, not one per pin.
-    anaphor_mentions: dict[StoredKey, Mention] = {
-        type_: Mention(type=type_) for type_ in index.anaphors
-    }
+    # One (frozen) Mention per type that pins, not one per pin, made when first needed:
+    # a Mention costs as much as a dozen edges.
+    anaphor_mentions: dict[str, Mention] = {}
     pins: dict[str, Pin] = {}
     for binder in sorted(binders):
         found = edges[binder[2]]
@@ -357,11 +401,13 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
             sort_keyed(found, None, _edge_text)
             first, how, name = found[0]
             user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
-        mention = (
-            Mention(key=name, type=_type_held(spans[binder[2]], name))
-            if how == _KEY
-            else anaphor_mentions[name]
-        )
+        if how == _KEY:
+            mention = Mention(key=name, type=_type_held(spans[binder[2]], name))
+        else:
+            assert isinstance(name, str)  # an anaphor's edge names its type
+            mention = anaphor_mentions.get(name) or anaphor_mentions.setdefault(
+                name, Mention(type=name)
+            )
         pins[binder[2]] = Pin(user_ids, mention, [user_ids[0], binder[2]])
     return pins
 
@@ -391,8 +437,10 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     excess = sum(len(r) for r in ranked) - shielded - policy.keep_top_k
     if excess <= 0:
         return []
-    unprotected = (key for key in _merged(ranked) if key[2] not in protected)
-    return [key[2] for key in islice(unprotected, excess)]
+    selectable = _merged(ranked)
+    if protected:
+        selectable = (key for key in selectable if key[2] not in protected)
+    return [key[2] for key in islice(selectable, excess)]
 
 
 def _protected_keys(session: SessionState, ranking: list[ScoreKey]) -> list[ScoreKey]:
@@ -428,7 +476,9 @@ def _eligible(
     # each span is scored for the query, none is poisoned and none is protected
     # (none would rank): only the pins can refuse one.
     if ranked:
-        refused += [(span_id, RefusalReason.PINNED) for span_id in live if span_id in pins]
+        if not pins:
+            return live
+        refused += [(span_id, _PINNED) for span_id in live if span_id in pins]
         return [span_id for span_id in live if span_id not in pins]
     eligible: list[str] = []
     spans = session.spans
@@ -436,13 +486,13 @@ def _eligible(
     needs_score = event.basis == "score"
     for span_id in live:
         if span_id in protected:
-            refused.append((span_id, RefusalReason.PROTECTED))
+            refused.append((span_id, _PROTECTED))
         elif span_id in pins:
-            refused.append((span_id, RefusalReason.PINNED))
+            refused.append((span_id, _PINNED))
         elif span_id in session.poisoned_pending:
             continue  # leaves with the decision's `dropped`
         elif needs_score and not _scored_for(spans[span_id], event.query_sha256):
-            refused.append((span_id, RefusalReason.UNSCORED))
+            refused.append((span_id, _UNSCORED))
         else:
             eligible.append(span_id)
     return eligible
@@ -462,7 +512,8 @@ def _check_orphans(
     dropped: list[str],
     emission: Emission,
 ) -> None:
-    if not session.children:
+    children = session.children
+    if not children or not any(span_id in children for span_id in committed):
         return
     leaving = set(committed) | set(dropped)
     orphans: dict[str, list[str]] = {}
@@ -537,11 +588,9 @@ def _request_recompute(session: SessionState, dropped: set[str], emission: Emiss
     return emission.recompute(ordered, reason)
 
 
-def _action(
-    frozen: bool, committed: Iterable[str], refused: list[tuple[str, RefusalReason]]
-) -> Action:
+def _action(frozen: bool, committed: list[str], refused: list[tuple[str, RefusalReason]]) -> Action:
     if frozen:
-        return Action.FREEZE
+        return _FREEZE
     if not refused:
-        return Action.COMMIT
-    return Action.PARTIAL if any(True for _ in committed) else Action.REJECT
+        return _COMMIT
+    return _PARTIAL if committed else _REJECT

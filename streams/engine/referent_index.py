@@ -282,20 +282,24 @@ class ReferentIndex:
                     if user != span_id:
                         yield user, mention
         for type_ in sorted(types):
-            yield from self._anaphors_bound_by(at, type_)
+            users = self.anaphors_bound_by(at, type_)
+            if users:
+                mention = Mention(type=type_)
+                for user_at in users:
+                    yield user_at[2], mention
 
-    def _anaphors_bound_by(self, at: OrderKey, type_: str) -> Iterator[tuple[str, Mention]]:
+    def anaphors_bound_by(self, at: OrderKey, type_: str) -> list[OrderKey]:
+        """The order keys of the anaphors of ``type_`` that the span at ``at``, a holder
+        of the type, binds, in order."""
         users = self.anaphors.get(type_)
         if not users:
-            return
+            return []
         holders = self.type_holders[type_]
         after = bisect_right(holders, at)
         # Anaphors after ``at`` up to and including the next holder of the type.
         first = bisect_right(users, at)
         last = bisect_right(users, holders[after]) if after < len(holders) else len(users)
-        mention = Mention(type=type_)
-        for user_at in users[first:last]:
-            yield user_at[2], mention
+        return users[first:last]
 
 
 def _held_text(held: tuple[StoredKey, str]) -> str:

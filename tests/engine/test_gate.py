@@ -328,6 +328,39 @@ def test_one_pass_pinned_set_picks_the_same_mention_among_several() -> None:
         assert walked and pinned_set(state, removal, bulk=True) == walked
 
 
+def test_a_key_held_twice_pins_under_its_first_type_before_any_anaphor() -> None:
+    # "a" binds K-1 (held under two types) and is the latest "ticket" before "u": the
+    # walk meets the key before the anaphor, and the key under its first type.
+    s = SessionScript()
+    twice = [{"key": "K-1", "type": "account"}, {"key": "K-1", "type": "ticket"}]
+    s.add("a", "first", introduces=twice)
+    s.add(
+        "u",
+        "second",
+        introduces=[{"key": "K-1", "type": "ticket"}],
+        mentions=[{"type": "ticket"}],
+    )
+    s.add("w", "third", mentions=[{"type": "ticket"}])
+    s.add("v", "fourth", mentions=[{"key": "K-1", "type": "ticket"}])
+    engine = Engine()
+    for i, line in enumerate(s.lines()):
+        engine.process_raw(line, Source("t", 0, i))
+    state = engine.session("acme", "s1")
+    assert state is not None
+    for bulk in (False, True):
+        pins = pinned_set(state, {"a"}, bulk=bulk)
+        assert list(pins) == ["a"]
+        assert pins["a"].pinned_for == ["u", "v"]
+        assert pins["a"].path == ["u", "a"]
+        assert pins["a"].mention.type == "account" and pins["a"].mention.key is not None
+        # "w"'s anaphor binds "u" (the latest ticket before it), candidate or not.
+        pins = pinned_set(state, {"a", "u"}, bulk=bulk)
+        assert list(pins) == ["a", "u"]
+        assert pins["a"].pinned_for == ["v"] and pins["a"].mention.type == "account"
+        assert pins["u"].pinned_for == ["w"]
+        assert pins["u"].mention.type == "ticket" and pins["u"].mention.key is None
+
+
 @pytest.mark.parametrize("hash_types", [False, True])
 def test_anaphor_from_text_pins_its_antecedent_with_types_hashed_or_not(hash_types: bool) -> None:
     # The extractor finds "that account" in the text only when "account" is a known

@@ -11,7 +11,7 @@ an entry makes the :class:`GoneSpan` it was made from.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from spanguard.streams.engine.keys import StoredKey
@@ -75,6 +75,22 @@ class GoneSpans(MutableMapping[str, GoneSpan]):
         self._entries[span_id] = (
             (packed, stale_rewrites, keys) if stale_rewrites or keys else packed
         )
+
+    def leave_many(
+        self, seq: int, departed: Sequence[tuple[str, int, int, tuple[StoredKey, ...]]]
+    ) -> None:
+        """:meth:`leave` for each ``(span_id, stale_rewrites, arrival, keys)`` of
+        ``departed``, all gone at ``seq``: a bulk removal's entries without a method
+        call and a :func:`pack` call each."""
+        if seq < 0 and departed:  # as leave: nothing to enter, nothing refused
+            raise OverflowError(f"gone span out of range: seq {seq}")
+        entries, high = self._entries, seq << ARRIVAL_BITS
+        for span_id, stale_rewrites, arrival, keys in departed:
+            # the checks of pack: the seq was checked above
+            if arrival >> ARRIVAL_BITS:
+                raise OverflowError(f"gone span out of range: seq {seq}, arrival {arrival}")
+            packed = high | arrival
+            entries[span_id] = (packed, stale_rewrites, keys) if stale_rewrites or keys else packed
 
     def discard(self, span_id: str) -> int | None:
         """Forget ``span_id`` if it is gone: the arrival number it had, or None (a

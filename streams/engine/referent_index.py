@@ -212,11 +212,10 @@ class ReferentIndex:
                         del self.key_mentioners[mention.key]
         return types
 
-    def remove_many(self, spans: Iterable[_Span]) -> None:
-        """:meth:`remove` for each of ``spans``, with the same result: for a large share
-        of the session, where a pass over each index costs less than one removal per
-        entry."""
-        leaving = {span.span_id for span in spans}
+    def remove_many(self, leaving: set[str]) -> None:
+        """:meth:`remove` for each live span of ``leaving`` (span ids), with the same
+        result: for a large share of the session, where a pass over each index costs
+        less than one removal per entry."""
         key_holders = self.key_holders
         for key, holders in list(key_holders.items()):
             if holders[0].__class__ is not list:

@@ -537,14 +537,15 @@ class SessionState:
         # What every removal does besides the sorted indexes (and the score sums, which
         # need the poisoned set as it was: callers settle them first).
         span_id = span.span_id
+        arrival = span.order_key[1]  # the property costs a call
         self.live_tokens -= span.tokens
         self._unlink_child(span)
         leaving = (span_id,)
         self.stale = _without(self.stale, leaving)
         self.poisoned_pending = _without(self.poisoned_pending, leaving)
-        self.gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
+        self.gone.leave(span_id, seq, span.stale_rewrites, arrival, _keys(span))
         self._unlink_calls(span)
-        self._touch(span.arrival)
+        self._touch(arrival)
 
     def _unlink_child(self, span: SpanState) -> None:
         # A parent no live span cites any more leaves ``children``.
@@ -565,12 +566,11 @@ class SessionState:
             for span_id in span_ids:
                 self.remove_span(span_id, seq)
             return
-        spans, gone, pending = self.spans, self.gone, self.poisoned_pending
-        removed: list[SpanState] = []
+        spans, pending = self.spans, self.poisoned_pending
+        departed: list[tuple[str, int, int, tuple[StoredKey, ...]]] = []
         bound_sum, bound_count, live_tokens = self.bound_sum, self.bound_count, self.live_tokens
         for span_id in span_ids:
             span = spans.pop(span_id)
-            removed.append(span)
             # In the order of one-by-one removal: the float sum comes out bit-identical.
             if span.bound_id is not None and span_id not in pending:
                 bound_sum -= span.bound_score
@@ -579,8 +579,12 @@ class SessionState:
             if span.extra is not None or span.calls or span.answers is not None:
                 self._unlink_child(span)
                 self._unlink_calls(span)
-            gone.leave(span_id, seq, span.stale_rewrites, span.arrival, _keys(span))
-        self._touch_all(removed)
+            # The arrival straight from the order key: the property costs a call a span.
+            departed.append((span_id, span.stale_rewrites, span.order_key[1], _keys(span)))
+        self.gone.leave_many(seq, departed)
+        changes = self.changes
+        if changes is not None:
+            changes.touch_many([entry[2] for entry in departed])
         self.bound_sum, self.bound_count, self.live_tokens = bound_sum, bound_count, live_tokens
         leaving = set(span_ids)
         self.stale = _without(self.stale, leaving)
@@ -594,7 +598,7 @@ class SessionState:
                 self.scores[query] = kept
             else:
                 del self.scores[query]
-        self.referents.remove_many(removed)
+        self.referents.remove_many(leaving)
 
     def forget_gone(self, limit: int) -> None:
         """Bound the gone spans: past ``limit`` + ``limit // GONE_SLACK`` of them, forget
@@ -854,4 +858,8 @@ def _unlink(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
 
 def _keys(span: SpanState) -> tuple[StoredKey, ...]:
     """The distinct keys a span holds, in order."""
-    return tuple(dict.fromkeys(key for key, _ in span.holds))
+    holds = span.holds
+    # Most spans hold nothing or one key: no generator, no dict (run on every removal).
+    if len(holds) < 2:
+        return (holds[0][0],) if holds else ()
+    return tuple(dict.fromkeys([key for key, _ in holds]))

@@ -72,3 +72,25 @@ def test_pack_gives_back_what_it_packed(seq: int, arrival: int) -> None:
 def test_numbers_a_packed_entry_cannot_hold_are_refused(numbers: tuple[int, int]) -> None:
     with pytest.raises(OverflowError):
         pack(*numbers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-2, 1 << 80),
+    st.lists(
+        st.tuples(IDS, st.integers(0, 3), st.integers(-1, 1 << (ARRIVAL_BITS + 1)), KEYS.map(tuple))
+    ),
+)
+def test_leave_many_is_leave_for_each(
+    seq: int, departed: list[tuple[str, int, int, tuple[bytes | str, ...]]]
+) -> None:
+    many, each = GoneSpans(), GoneSpans()
+    try:
+        for span_id, stale_rewrites, arrival, keys in departed:
+            each.leave(span_id, seq, stale_rewrites, arrival, keys)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            many.leave_many(seq, departed)
+        return
+    many.leave_many(seq, departed)
+    assert list(many.items()) == list(each.items())

@@ -70,6 +70,12 @@ WORKERS_SUFFIX = "workers"
 """``<prefix>.workers``: the heartbeats of the workers' web servers."""
 FLEET_SESSION_TIMEOUT = 15.0
 """Least session timeout of the aggregators' consumer group, seconds."""
+FLEET_FETCH_WAIT = 0.5
+"""Seconds the broker may hold the aggregator's fetch of ``<prefix>.fleet`` with nothing
+new. Partials arrive a few times a second (one transaction per checkpoint) and alerts
+are judged in seconds; with the data path's 5 ms the aggregator sent ~100 empty fetches
+a second, each a socket write and a response parsed on the loop the gate runs on
+(issue 26: with the counting deferred below, p99 71.2 -> 42.4 ms at 1,000 events/s)."""
 
 
 @dataclass
@@ -268,6 +274,7 @@ def build_fleet(
             output_topics={},
             changelog_topic=state_topic,
             io_timeout=conf.io_timeout,
+            fetch_wait=FLEET_FETCH_WAIT,
         ),
         group_id=f"{conf.app_id}-fleet",
         partitions=conf.partitions,

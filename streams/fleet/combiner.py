@@ -15,6 +15,13 @@ tenant, gate latency; processing time by event type through the runtime's
 ``on_batch``) and the session inspector's ring of recent records. The raw
 input is parsed once, here.
 
+Counting waits until the batch's outputs are on their way: :meth:`FleetCombiner.observe`
+reads only what the next record would change (the engine's cycle and expiry
+counters) and queues the record; :meth:`FleetCombiner.flush`, which the runtime calls
+once it has handed the batch's outputs to the producer, does the rest, so monitoring
+delays no output (issue 26). ``partials`` and ``batch`` flush first: what they drain
+never misses a queued record.
+
 Sessions the engine expires (contract 1.2's idle expiry: no output of their own)
 are counted with the record whose clock expired them, per tenant in the window of
 their expiry time, so they are exactly-once like the rest.
@@ -99,6 +106,20 @@ class Partial:
             return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    """One processed record waiting for :meth:`FleetCombiner.flush`."""
+
+    partition: int
+    value: bytes | None
+    outputs: Sequence[OutputEvent]
+    at: float
+    """Wall time the outputs were produced (the gate latency metric)."""
+    cycles: int
+    healthy: int
+    expired: list[tuple[str, float]]
+
+
 @dataclass(slots=True)
 class _PartitionCounts:
     """What one partition observed since its last checkpoint."""
@@ -144,18 +165,36 @@ class FleetCombiner:
         self._expired_base: dict[int, int] = {}
         self.export: Callable[[dict[str, Any] | None, Sequence[OutputEvent]], None] | None = None
         """Called with each record's input event and outputs (the OTLP export)."""
+        self._queue: list[_Observed] = []
 
     # -- FleetHook -----------------------------------------------------------
 
     def observe(self, partition: int, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
-        """One input record of ``partition`` was processed with these outputs (never raises)."""
+        """One input record of ``partition`` was processed with these outputs: queued
+        for :meth:`flush` with the engine counters it moved (never raises)."""
         try:
-            self._observe(partition, value, outputs)
+            cycles, healthy = self._cycle_delta(partition)
+            expired = self._expired(partition)
         except Exception:  # monitoring must never stop the guard
             log.exception("fleet combiner failed on a record of partition %d", partition)
+            cycles, healthy, expired = 0, 0, []
+        self._queue.append(
+            _Observed(partition, value, outputs, self._clock(), cycles, healthy, expired)
+        )
+
+    def flush(self) -> None:
+        """Count every queued record: metrics, the inspector's ring, the partitions'
+        pending partials (never raises)."""
+        queue, self._queue = self._queue, []
+        for item in queue:
+            try:
+                self._observe(item)
+            except Exception:  # monitoring must never stop the guard
+                log.exception("fleet combiner failed on a record of partition %d", item.partition)
 
     def partials(self, partition: int) -> list[tuple[bytes, bytes]]:
         """Drain the partition's counts: one ``(tenant, Partial)`` record per tenant."""
+        self.flush()
         pending = self._pending.pop(partition, None)
         if pending is None:
             return []
@@ -177,6 +216,7 @@ class FleetCombiner:
     def batch(self, records: int, seconds: float) -> None:
         """The runtime's ``on_batch``: a batch of ``records`` took ``seconds`` from poll
         to every output acknowledged; each of its records gets that latency, by type."""
+        self.flush()
         types, self._types = self._types[-records:], []
         types = [INVALID_TYPE] * (records - len(types)) + types
         for type_name in types:
@@ -189,6 +229,7 @@ class FleetCombiner:
         checkpoint that aborted, whose inputs (and sessions) will come again. (After a
         revocation that committed, this may count a session twice if the partition
         ever comes back: the session figure is an upper bound.)"""
+        self._queue = [item for item in self._queue if item.partition != partition]
         self._pending.pop(partition, None)
         self._cycle_base[partition] = (0, 0)
         self._expired_base[partition] = 0
@@ -199,19 +240,20 @@ class FleetCombiner:
 
     # -- internals -----------------------------------------------------------
 
-    def _observe(self, partition: int, value: bytes | None, outputs: Sequence[OutputEvent]) -> None:
-        data = _parse(value)
+    def _observe(self, item: _Observed) -> None:
+        partition, outputs = item.partition, item.outputs
+        cycles, healthy = item.cycles, item.healthy
+        data = _parse(item.value)
         tenant = _text(data, "tenant")
         session = _text(data, "session_id")
         pending = self._pending.get(partition)
         if pending is None:
             pending = self._pending[partition] = _PartitionCounts()
         self._types.append(input_type(data))
-        self.metrics.observe_record(tenant, outputs, self._clock())
+        self.metrics.observe_record(tenant, outputs, item.at)
         if self.export is not None and outputs:
             self.export(data, outputs)
-        cycles, healthy = self._cycle_delta(partition)
-        for owner, at in self._expired(partition):
+        for owner, at in item.expired:
             counts = self._counts(pending, owner, window_of(at, self.window_seconds).start)
             counts.expired += 1
             counts.last_ts = max(counts.last_ts, at)

@@ -82,7 +82,12 @@ class FleetHook(Protocol):
     """Fleet monitoring's combiner, called by the runtime (see streams/fleet)."""
 
     def observe(self, partition: int, value: bytes | None, outputs: Sequence[Any]) -> None:
-        """One input record of ``partition`` was processed with these outputs."""
+        """One input record of ``partition`` was processed with these outputs (called
+        per record, in order; it may only note the record for :meth:`flush`)."""
+
+    def flush(self) -> None:
+        """Count what was observed (called once a batch's outputs are handed to the
+        producer, so that monitoring delays none of them)."""
 
     def partials(self, partition: int) -> list[tuple[bytes, bytes]]:
         """Drain what was observed on ``partition`` since the last call, as

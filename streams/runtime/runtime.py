@@ -309,6 +309,11 @@ class Runtime(PartitionOwner[PartitionState]):
                 delivery = asyncio.ensure_future(completion)
                 state.deliveries.append(delivery)
                 deliveries.append(delivery)
+        if self.fleet is not None and applied:
+            # Monitoring's share of the batch comes after its outputs: the loop gets a
+            # turn first, to write them to the broker.
+            await asyncio.sleep(0)
+            self.fleet.flush()
         if in_transaction:  # every partition's acknowledgements awaited together
             await asyncio.gather(*in_transaction)
         self.stats.processed += applied

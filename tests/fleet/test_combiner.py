@@ -448,3 +448,94 @@ def test_an_aborted_checkpoint_gives_its_sessions_back() -> None:
     combiner.discard(0)  # the checkpoint that carried them aborted
     assert sessions() == first
     assert sessions() == 0  # committed this time: the same sessions are not new
+
+
+def _line(tenant: str, session: str, seq: int) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "span.added",
+            "event_id": f"{session}-{seq}",
+            "tenant": tenant,
+            "session_id": session,
+            "seq": seq,
+            "ts": "2026-03-01T10:00:00Z",
+        }
+    )
+
+
+def test_queued_records_are_counted_at_flush_with_the_cycles_they_closed() -> None:
+    """observe() only queues (the runtime flushes once the batch's outputs are sent);
+    the engine counters a record moved are read at observe time, so the cycle closed
+    by the second record is its own even though both are counted later."""
+    counters = [(0, 0)]
+    metrics = FleetMetrics(50)
+    recent = RecentRecords(8, 100)
+    combiner = FleetCombiner(WINDOW, metrics, recent, lambda _p: counters[0])
+    combiner.observe(0, _line("t1", "a", 1), [])
+    counters[0] = (1, 0)  # the next record closes an unhealthy cycle
+    combiner.observe(0, _line("t2", "b", 1), [])
+    counters[0] = (1, 0)
+    assert recent.get("t1", "a") == [] and len(recent) == 0  # nothing counted yet
+    combiner.flush()
+    assert len(recent.get("t1", "a")) == 1 and len(recent.get("t2", "b")) == 1
+    by_tenant = {}
+    for key, value in combiner.partials(0):
+        partial = Partial.from_bytes(value)
+        assert partial is not None
+        by_tenant[key.decode()] = sum(c.cycles for c in partial.windows.values())
+    assert by_tenant == {"t1": 0, "t2": 1}
+
+
+def test_partials_and_discard_see_queued_records() -> None:
+    """A checkpoint drains what is still queued; a discarded partition's queued
+    records are dropped, the other partitions' kept."""
+    combiner = FleetCombiner(WINDOW, FleetMetrics(50), RecentRecords(8, 100))
+    combiner.observe(0, _line("t", "a", 1), [])
+    combiner.observe(1, _line("t", "b", 1), [])
+    combiner.discard(1)
+    [(key, value)] = combiner.partials(0)
+    partial = Partial.from_bytes(value)
+    assert key == b"t" and partial is not None
+    assert sum(c.events for c in partial.windows.values()) == 1
+    assert combiner.partials(1) == []
+
+
+class _FlushSpy:
+    """A fleet hook that checks, at each flush, that the outputs of the records it
+    observed were handed to the producer first (all but the decisions and compaction
+    records that wait for their causes' acknowledgements)."""
+
+    def __init__(self, driver: RuntimeTestDriver) -> None:
+        self.driver = driver
+        self.sent_first = 0
+        self.flushes = 0
+        self.early: list[tuple[int, int]] = []
+        """(outputs written, outputs observed) at each flush that came too early
+        (recorded, not raised: the runtime would take an exception for an engine's)."""
+
+    def observe(self, partition: int, value: bytes | None, outputs: Sequence[Any]) -> None:
+        self.sent_first += sum(
+            not isinstance(e, EvictionDecided | ContextCompacted) for e in outputs
+        )
+
+    def flush(self) -> None:
+        self.flushes += 1
+        written = len(self.driver.outputs(committed_only=False))
+        if written < self.sent_first:
+            self.early.append((written, self.sent_first))
+
+    def partials(self, partition: int) -> list[tuple[bytes, bytes]]:
+        return []
+
+    def discard(self, partition: int) -> None:
+        self.sent_first = len(self.driver.outputs(committed_only=False))
+
+
+async def test_the_runtime_counts_a_batch_after_handing_its_outputs_over() -> None:
+    driver = RuntimeTestDriver(batch_size=50)
+    spy = _FlushSpy(driver)
+    driver.fleet = spy
+    driver.produce(demo_fleet(6))
+    await driver.run()
+    assert spy.flushes > 0 and spy.sent_first > 0
+    assert spy.early == []

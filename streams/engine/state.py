@@ -390,7 +390,7 @@ class SessionState:
     """Spans that left the live set, by id (one packed int each, see
     :mod:`~spanguard.streams.engine.gone`)."""
     known_types: set[str] = field(default_factory=set)
-    names: NameBook = field(default_factory=NameBook)
+    names: NameBook[StoredKey] = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)

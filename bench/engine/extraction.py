@@ -92,7 +92,7 @@ def current_step() -> Callable[[str], object]:
         scan = scan_text(text)
         anaphors = find_anaphors(scan.phrases, KNOWN_TYPES)
         repeats = match_book(scan.names, text, book.get, book.firsts.__contains__)
-        book.learn(scan.names.names)
+        book.learn(scan.names.names, str)
         return anaphors, repeats
 
     return step

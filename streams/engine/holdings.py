@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from spanguard.schemas import MentionIn, Referent
 from spanguard.streams.engine.config import EngineSettings
-from spanguard.streams.engine.keys import KeyHasher, StoredKey, stored_key
+from spanguard.streams.engine.keys import KeyHasher, StoredKey
 from spanguard.streams.engine.names import NameBook, NameScan, match_book, new_names
 from spanguard.streams.engine.referent_index import Hold, Mention
 from spanguard.streams.engine.referents import Scan, find_anaphors, scan_text
@@ -145,7 +145,7 @@ class HoldingsBuilder:
         self._surfaces = settings.emit_surfaces
         self._scans: dict[str, Scan] = {}
         self._previous_scans: dict[str, Scan] = {}
-        self._book_words: dict[tuple[str, str], str] = {}
+        self._book_words: dict[tuple[str, str], StoredKey] = {}
 
     def _scan(self, text: str, text_sha256: str) -> Scan:
         scan = self._scans.get(text_sha256)
@@ -159,7 +159,7 @@ class HoldingsBuilder:
             self._scans[text_sha256] = scan
         return scan
 
-    def _book_word(self, tenant: str, folded: str) -> str:
+    def _book_word(self, tenant: str, folded: str) -> StoredKey:
         """The stored form of a name-book word or entry (cached)."""
         cached = self._book_words.get((tenant, folded))
         if cached is None:
@@ -172,7 +172,7 @@ class HoldingsBuilder:
         self,
         tenant: str,
         known_types: set[str],
-        book: NameBook,
+        book: NameBook[StoredKey],
         text: str | None,
         text_sha256: str,
         introduces: Iterable[Referent] | None,
@@ -225,7 +225,7 @@ class HoldingsBuilder:
     def _names(
         self,
         tenant: str,
-        book: NameBook,
+        book: NameBook[StoredKey],
         text: str,
         scan: Scan,
         holds: dict[Hold, None],
@@ -237,7 +237,7 @@ class HoldingsBuilder:
         if book.firsts:
             stored = self._book_word
 
-            def lookup(entry: str) -> tuple[str, str] | None:
+            def lookup(entry: str) -> tuple[StoredKey, str] | None:
                 return book.get(stored(tenant, entry))
 
             def starts(word: str) -> bool:
@@ -245,9 +245,7 @@ class HoldingsBuilder:
 
             repeats = match_book(scan.names, text, lookup, starts)
             own, repeats = new_names(own, repeats)
-            for book_key, type_, start, end in repeats:
-                # The book keeps text forms (``KeyHasher.word``).
-                key = stored_key(book_key)
+            for key, type_, start, end in repeats:
                 holds[(key, type_)] = None
                 if surfaces is not None:
                     surfaces.setdefault(key, text[start:end])

@@ -124,20 +124,19 @@ class KeyHasher:
             return cached
         if raw_key.startswith(HASH_PREFIX):
             return stored_key(raw_key)
-        folded = raw_key.casefold()
-        stored = stored_key(folded) if self._clear else self._mac(tenant, folded)
+        stored = self.word(tenant, raw_key.casefold())
         if len(self._keys) >= CACHE_ENTRIES:
             self._keys.clear()
         self._keys[(tenant, raw_key)] = stored
         return stored
 
-    def word(self, tenant: str, folded: str) -> str:
-        """The stored form of a case-folded word or entry of a name book: like
-        :meth:`key`, without the key cache (a book asks about every word of every
-        text, which would push the session's identifiers out of it), in text form (a
-        book keeps strings: :func:`stored_key` of a name's key is what :meth:`key`
-        gives for it)."""
-        return folded if self._clear else self._digest(tenant, folded)
+    def word(self, tenant: str, folded: str) -> StoredKey:
+        """The stored form of a case-folded key, word or entry of a name book: what
+        :meth:`key` gives for it, without the key cache (a book asks about every word
+        of every text, which would push the session's identifiers out of it). A book
+        then holds its entries as digests (65 B where the text form costs 125), and
+        the key of a name it finds again is the one the name was held under."""
+        return stored_key(folded) if self._clear else self._mac(tenant, folded)
 
     def type(self, tenant: str, raw_type: str) -> str:
         """The stored form of a referent type: lower-cased, hashed only if configured."""

@@ -38,9 +38,9 @@ Linear in the text: every run and look-ahead is bounded.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from spanguard.streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
 
@@ -255,7 +255,11 @@ class NameScan(NamedTuple):
     if the book asks)."""
 
 
-BookLookup = Callable[[str], "tuple[str, str] | None"]
+Entry = TypeVar("Entry", bound=Hashable)
+"""How a name book holds its entries and keys: the raw text (the SDK, the reference
+model) or the engine's stored form of it."""
+
+BookLookup = Callable[[str], "tuple[Entry, str] | None"]
 """The session's name book as :func:`match_book` asks it: a case-folded, space-joined
 sequence of words -> ``(key, type)`` of the name it stands for, or None."""
 
@@ -730,8 +734,8 @@ MAX_ENTRY_WORDS = 8
 
 
 def match_book(
-    scan: NameScan, text: str, lookup: BookLookup, first_words: Callable[[str], bool]
-) -> list[tuple[str, str, int, int]]:
+    scan: NameScan, text: str, lookup: BookLookup[Entry], first_words: Callable[[str], bool]
+) -> list[tuple[Entry, str, int, int]]:
     """The book's names a text repeats, as ``(key, type, start, end)`` (offsets of the
     repeat in the text), in text order.
 
@@ -746,13 +750,13 @@ def match_book(
     words = scan.words if scan.words is not None else tuple(_words(text))
     cased = _is_cased(words)
     size = len(words)
-    found: list[tuple[str, str, int, int]] = []
+    found: list[tuple[Entry, str, int, int]] = []
     i = 0
     while i < size:
         if not first_words(words[i].folded):
             i += 1
             continue
-        hit: tuple[int, tuple[str, str]] | None = None
+        hit: tuple[int, tuple[Entry, str]] | None = None
         last = i + 1
         while last <= size and last - i <= MAX_ENTRY_WORDS:
             if last > i + 1 and not words[last - 1].joined:
@@ -799,24 +803,25 @@ def value_words(value: str) -> list[str]:
     return [match.group().casefold() for match in _WORD.finditer(value)][:MAX_ENTRY_WORDS]
 
 
-class NameBook:
+class NameBook(Generic[Entry]):
     """A session's name book: each name under its key and its distinctive part.
 
-    Entries are kept in a stored form: raw here (the SDK, the reference model),
-    keyed hashes in the engine, which passes its hashing function as ``stored``
-    to :meth:`learn` and hashes before it asks. A part shared by two names
-    stands for neither; a full key always wins over a part.
+    Entries and keys are kept in a stored form (:data:`Entry`): raw text in the SDK
+    and the reference model (``str`` as ``stored``), keyed hashes in the engine,
+    which passes its hashing function as ``stored`` to :meth:`learn` and hashes
+    before it asks. A part shared by two names stands for neither; a full key always
+    wins over a part.
     """
 
     __slots__ = ("entries", "firsts")
 
     def __init__(self) -> None:
         # stored entry -> (key, type, is_part), or None for a part two names share.
-        self.entries: dict[str, tuple[str, str, bool] | None] = {}
-        self.firsts: set[str] = set()
+        self.entries: dict[Entry, tuple[Entry, str, bool] | None] = {}
+        self.firsts: set[Entry] = set()
         """Stored first words of the entries."""
 
-    def add(self, entry: str, key: str, type_: str, is_part: bool) -> None:
+    def add(self, entry: Entry, key: Entry, type_: str, is_part: bool) -> None:
         """Keep ``entry`` for the name ``key`` (stored forms; see :func:`book_entries`)."""
         entries = self.entries
         if entry not in entries:
@@ -832,7 +837,7 @@ class NameBook:
     def learn(
         self,
         names: tuple[FoundName, ...],
-        stored: Callable[[str], str] = str,
+        stored: Callable[[str], Entry],
         stored_type: Callable[[str], str] = str,
     ) -> None:
         """Add a text's names (raw, as :func:`scan_names` gives them) in stored form."""
@@ -840,19 +845,19 @@ class NameBook:
             self.add(stored(entry), stored(key), stored_type(type_), is_part)
             self.firsts.add(stored(entry.split(" ", 1)[0]))
 
-    def get(self, entry: str) -> tuple[str, str] | None:
+    def get(self, entry: Entry) -> tuple[Entry, str] | None:
         """``(key, type)`` of the name a stored entry stands for, or None."""
         found = self.entries.get(entry)
         return None if found is None else (found[0], found[1])
 
-    def starts(self, word: str) -> bool:
+    def starts(self, word: Entry) -> bool:
         """Whether an entry starts with this stored word."""
         return word in self.firsts
 
 
 def new_names(
-    own: tuple[FoundName, ...], repeats: list[tuple[str, str, int, int]]
-) -> tuple[tuple[FoundName, ...], list[tuple[str, str, int, int]]]:
+    own: tuple[FoundName, ...], repeats: list[tuple[Entry, str, int, int]]
+) -> tuple[tuple[FoundName, ...], list[tuple[Entry, str, int, int]]]:
     """A text's own names and its repeats of book entries, where they overlap the
     longer one kept (a repeat on a tie): ``the Acorn`` after ``Acorn guest house``
     mentions that name and introduces none, while ``Ac Hotel By Marriott Atlanta

@@ -220,11 +220,12 @@ def _header(session: SessionState, changes: SessionChanges) -> bytes:
             "thrash": [session.thrash_streak, session.last_rewrite_turn],
             "remembered": changes.remembered,
             "known_types": sorted(session.known_types),
+            # The book's digests in their text form, as records have always held them.
             "names": [
-                [entry, None] if value is None else [entry, list(value)]
+                [key_text(entry), None if value is None else [key_text(value[0]), *value[1:]]]
                 for entry, value in session.names.entries.items()
             ],
-            "name_firsts": sorted(session.names.firsts),
+            "name_firsts": sorted(key_texts(session.names.firsts)),
             "drift_window": None
             if window is None
             else [window.rewrite_id, window.mean_before, window.tokens_before, window.clean],
@@ -456,10 +457,10 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
     changes.remembered = data["remembered"]
     session.known_types = set(data["known_types"])
     session.names.entries = {
-        entry: None if value is None else (value[0], value[1], value[2])
+        stored_key(entry): None if value is None else (stored_key(value[0]), value[1], value[2])
         for entry, value in data.get("names", ())
     }
-    session.names.firsts = set(data.get("name_firsts", ()))
+    session.names.firsts = set(map(stored_key, data.get("name_firsts", ())))
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]

@@ -416,7 +416,7 @@ _ASCII_TEXT = _Patterns(
 
 
 def extract(
-    text: str, known_types: Container[str] = frozenset(), book: NameBook | None = None
+    text: str, known_types: Container[str] = frozenset(), book: NameBook[str] | None = None
 ) -> Extraction:
     """Extract the identifiers, names and anaphors of one span's text.
 
@@ -449,7 +449,7 @@ def extract(
         names = [Name(found.key, found.type, found.surface, found.start) for found in own]
         names.extend(Name(key, type_, text[start:end], start) for key, type_, start, end in repeats)
         names.sort(key=lambda name: name.start)
-        book.learn(own)
+        book.learn(own, str)
     return Extraction(
         tuple(Identifier(*found) for found in scan.identifiers),
         tuple(Anaphor(*found) for found in anaphors),

@@ -74,12 +74,14 @@ class BoundScore:
 
 @dataclass(slots=True)
 class SpanExtra:
-    """What few spans have: a span without any of it keeps none (64 B less)."""
+    """What few spans have: a span without any of it keeps none (72 B less)."""
 
     derived_from: tuple[str, ...] = ()
     surfaces: tuple[tuple[StoredKey, str], ...] = ()
     protected: bool = False
     poisoned: bool = False
+    bound_query: str | None = None
+    """The ``query_sha256`` of the span's bound score: most scores are of no query."""
 
 
 _NO_EXTRA = SpanExtra()
@@ -92,8 +94,9 @@ class SpanState:
     Its position and arrival number are those of its :attr:`order_key` (one copy, shared
     by every index), its bound score is four of its fields (:attr:`bound` reads them as
     a :class:`BoundScore`), and the fields few spans have (lineage, surfaces, the two
-    flags) are in one optional :class:`SpanExtra`: a span is 16 slots, 160 B, where a
-    slot per field and a bound score object cost 176 + 72. Changed only through
+    flags, the bound score's query) are in one optional :class:`SpanExtra`: a span is 15
+    slots, 152 B, where a slot per field and a bound score object cost 176 + 72. Changed
+    only through
     :class:`SessionState`, which keeps the indexes in step.
     """
 
@@ -101,7 +104,6 @@ class SpanState:
         "added_seq",
         "answers",
         "bound_id",
-        "bound_query",
         "bound_score",
         "bound_seq",
         "calls",
@@ -150,8 +152,8 @@ class SpanState:
         self.bound_id: str | None = None
         """The bound score's ``score_id`` (None: no score bound)."""
         self.bound_score = 0.0
-        self.bound_query: str | None = None
         self.bound_seq = 0
+        self.extra: SpanExtra | None = None
         self.bound = bound
         self.holds = holds
         """(key hash, type) pairs of the entities this span holds."""
@@ -164,8 +166,8 @@ class SpanState:
         self.answers = answers
         """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
         its maker or an answer, are one tool pair group."""
-        extra = SpanExtra(derived_from, surfaces, protected, poisoned)
-        self.extra: SpanExtra | None = None if extra == _NO_EXTRA else extra
+        extra = SpanExtra(derived_from, surfaces, protected, poisoned, self.bound_query)
+        self.extra = None if extra == _NO_EXTRA else extra
 
     def _fields(self) -> tuple[object, ...]:
         extra = self.extra
@@ -178,7 +180,6 @@ class SpanState:
             self.stale_rewrites,
             self.bound_id,
             self.bound_score,
-            self.bound_query,
             self.bound_seq,
             self.holds,
             self.mentions,
@@ -228,10 +229,21 @@ class SpanState:
         # A bound score is always of the span's current text (a new text unbinds it):
         # its digest is the span's own.
         if bound is None:
-            self.bound_id, self.bound_score, self.bound_query, self.bound_seq = None, 0.0, None, 0
+            self.bound_id, self.bound_score, self.bound_seq = None, 0.0, 0
+            query = None
         else:
             self.bound_id, self.bound_score = bound.score_id, bound.score
-            self.bound_query, self.bound_seq = bound.query_sha256, bound.bound_seq
+            self.bound_seq, query = bound.bound_seq, bound.query_sha256
+        if query is not None:
+            self._extra().bound_query = query
+        elif self.extra is not None:
+            self.extra.bound_query = None
+
+    @property
+    def bound_query(self) -> str | None:
+        """The ``query_sha256`` of the bound score (None: no score, or of no query)."""
+        extra = self.extra
+        return None if extra is None else extra.bound_query
 
     @property
     def derived_from(self) -> tuple[str, ...]:
@@ -390,7 +402,7 @@ class SessionState:
     """Spans that left the live set, by id (one packed int each, see
     :mod:`~spanguard.streams.engine.gone`)."""
     known_types: set[str] = field(default_factory=set)
-    names: NameBook = field(default_factory=NameBook)
+    names: NameBook[StoredKey] = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     drift_window: DriftWindow | None = None
     drift_streak: list[DriftPoint] = field(default_factory=list)

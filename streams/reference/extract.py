@@ -71,7 +71,7 @@ def canonical_key(key: str) -> str:
     return key.lower() if key.startswith("hmac-sha256:") else key.casefold()
 
 
-def from_text(text: str, known_types: Set[str], book: NameBook) -> Referents:
+def from_text(text: str, known_types: Set[str], book: NameBook[str]) -> Referents:
     """Referents the built-in extractor finds in ``text``: its identifiers and its
     names (those it introduces and the book's names it repeats, under the full
     name's key) are held, its anaphors mentioned. ``known_types`` are the types
@@ -85,9 +85,9 @@ def from_text(text: str, known_types: Set[str], book: NameBook) -> Referents:
     return Referents(holds, mentions)
 
 
-def copy_book(book: NameBook) -> NameBook:
+def copy_book(book: NameBook[str]) -> NameBook[str]:
     """An independent copy of a name book (a planner tries events on a copy)."""
-    copy = NameBook()
+    copy: NameBook[str] = NameBook()
     copy.entries = dict(book.entries)
     copy.firsts = set(book.firsts)
     return copy

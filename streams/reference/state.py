@@ -79,7 +79,7 @@ class Session:
     spans: dict[str, Span] = field(default_factory=dict)
     gone: dict[str, Gone] = field(default_factory=dict)
     known_types: set[str] = field(default_factory=set)
-    names: NameBook = field(default_factory=NameBook)
+    names: NameBook[str] = field(default_factory=NameBook)
     """The name book (contract 1.2): every name the session's texts introduced, raw."""
     last_seq: int | None = None
     recent_ids: list[str] = field(default_factory=list)

@@ -189,7 +189,7 @@ class SpanTracker:
     live: dict[str, TrackedSpan] = field(default_factory=dict)
     """Live spans in context order."""
     known_types: set[str] = field(default_factory=set)
-    book: NameBook = field(default_factory=NameBook)
+    book: NameBook[str] = field(default_factory=NameBook)
     """The session's name book, as the built-in extractor keeps it (raw: client side)."""
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)
     """span id -> (score id, hash scored) of the latest score reported for its current text."""

@@ -122,3 +122,26 @@ def test_state_records_keep_keys_in_text_form() -> None:
     assert again is not None
     assert again.spans["a"].holds == engine.sessions[(s.tenant, s.session_id)].spans["a"].holds
     assert again.spans["b"].holds[0][0] == OTHER_FORMS[0]
+
+
+def test_the_name_book_holds_digests_and_records_keep_text() -> None:
+    # A name's entries, first words and key are held as digests; the header keeps their
+    # text forms, as records of earlier versions do, and a restore holds the same book.
+    s = SessionScript()
+    s.add("a", "I'd suggest Warkworth House for the night.")
+    s.add("b", "What is the phone number of warkworth house?")
+    engine = Engine(track_changes=True)
+    engine.process_many(s.events())
+    book = engine.sessions[(s.tenant, s.session_id)].names
+    assert book.entries and all(isinstance(entry, bytes) for entry in book.entries)
+    assert all(isinstance(word, bytes) for word in book.firsts)
+    [(key, _)] = engine.sessions[(s.tenant, s.session_id)].spans["b"].holds
+    assert any(value is not None and value[0] == key for value in book.entries.values())
+    records = [(k, v) for k, v in engine.drain_changes() if v is not None]
+    header = next(orjson.loads(v) for _, v in records if b'"names"' in v)
+    assert all(HASHED.fullmatch(entry) for entry, _ in header["names"])
+    assert all(HASHED.fullmatch(word) for word in header["name_firsts"])
+    restored = Engine(track_changes=True)
+    restored.restore(records)
+    again = restored.sessions[(s.tenant, s.session_id)].names
+    assert again.entries == book.entries and again.firsts == book.firsts

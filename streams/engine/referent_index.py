@@ -212,35 +212,45 @@ class ReferentIndex:
                         del self.key_mentioners[mention.key]
         return types
 
-    def remove_many(self, leaving: set[str]) -> None:
-        """:meth:`remove` for each live span of ``leaving`` (span ids), with the same
-        result: for a large share of the session, where a pass over each index costs
-        less than one removal per entry."""
+    def remove_many(self, leaving: set[str], spans: Iterable[_Span]) -> None:
+        """:meth:`remove` for each of ``spans``, the live spans of ``leaving`` (their
+        ids), with the same result: each list they are in is filtered once, instead of
+        losing one entry per span (only the lists of what they hold or mention: the
+        others hold none of them)."""
+        keys: set[StoredKey] = set()
+        types: set[str] = set()
+        mentioned: set[StoredKey] = set()
+        anaphor_types: set[str] = set()
+        for span in spans:
+            for key, type_ in span.holds:
+                keys.add(key)
+                types.add(type_)
+            for mention in span.mentions:
+                if mention.key is not None:
+                    mentioned.add(mention.key)
+                elif mention.type is not None:
+                    anaphor_types.add(mention.type)
         key_holders = self.key_holders
-        for key, holders in list(key_holders.items()):
+        for key in keys:
+            holders = key_holders[key]
             if holders[0].__class__ is not list:
-                if holders[2] in leaving:
-                    del key_holders[key]
+                del key_holders[key]  # its one holder leaves
                 continue
             kept = [at for at in holders if at[2] not in leaving]
-            if len(kept) == len(holders):
-                continue
             if len(kept) > 1:
                 holders[:] = kept
             elif kept:
                 key_holders[key] = kept[0]
             else:
                 del key_holders[key]
-        _leave(self.type_holders, leaving)
-        _leave(self.anaphors, leaving)
-        emptied: list[StoredKey] = []
-        for key, users in self.key_mentioners.items():
-            if not users.isdisjoint(leaving):
-                users -= leaving
-                if not users:
-                    emptied.append(key)
-        for key in emptied:
-            del self.key_mentioners[key]
+        _leave(self.type_holders, leaving, types)
+        _leave(self.anaphors, leaving, anaphor_types)
+        key_mentioners = self.key_mentioners
+        for key in mentioned:
+            users = key_mentioners[key]
+            users -= leaving
+            if not users:
+                del key_mentioners[key]
 
     def resolve(self, at: OrderKey, mention: Mention) -> str | None:
         """The span id that binds ``mention`` made by the span at ``at``, if any."""
@@ -328,23 +338,15 @@ def _insert(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None
         insort(entries, at)
 
 
-def _leave(index: dict[Name, list[OrderKey]], leaving: set[str]) -> None:
-    """Take the spans of ``leaving`` out of every list of ``index``."""
-    emptied: list[Name] = []
-    for name, entries in index.items():
-        # Most lists are short and many lose nothing: a look, no new list.
-        for at in entries:
-            if at[2] in leaving:
-                break
-        else:
-            continue
+def _leave(index: dict[Name, list[OrderKey]], leaving: set[str], names: Iterable[Name]) -> None:
+    """Take the spans of ``leaving`` out of the lists of ``names`` (each holds one)."""
+    for name in names:
+        entries = index[name]
         kept = [at for at in entries if at[2] not in leaving]
         if kept:
             entries[:] = kept
         else:
-            emptied.append(name)
-    for name in emptied:
-        del index[name]
+            del index[name]
 
 
 def _discard(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:

@@ -18,11 +18,11 @@ tail move of a removal from the middle is one C ``memmove``.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
+from spanguard.streams.engine.keys import StoredKey
 
 OrderKey = list[Any]
 """``[position, arrival counter, span id]``: a live span's place in the context order,
@@ -212,35 +212,45 @@ class ReferentIndex:
                         del self.key_mentioners[mention.key]
         return types
 
-    def remove_many(self, leaving: set[str]) -> None:
-        """:meth:`remove` for each live span of ``leaving`` (span ids), with the same
-        result: for a large share of the session, where a pass over each index costs
-        less than one removal per entry."""
+    def remove_many(self, leaving: set[str], spans: Iterable[_Span]) -> None:
+        """:meth:`remove` for each of ``spans``, the live spans of ``leaving`` (their
+        ids), with the same result: each list they are in is filtered once, instead of
+        losing one entry per span (only the lists of what they hold or mention: the
+        others hold none of them)."""
+        keys: set[StoredKey] = set()
+        types: set[str] = set()
+        mentioned: set[StoredKey] = set()
+        anaphor_types: set[str] = set()
+        for span in spans:
+            for key, type_ in span.holds:
+                keys.add(key)
+                types.add(type_)
+            for mention in span.mentions:
+                if mention.key is not None:
+                    mentioned.add(mention.key)
+                elif mention.type is not None:
+                    anaphor_types.add(mention.type)
         key_holders = self.key_holders
-        for key, holders in list(key_holders.items()):
+        for key in keys:
+            holders = key_holders[key]
             if holders[0].__class__ is not list:
-                if holders[2] in leaving:
-                    del key_holders[key]
+                del key_holders[key]  # its one holder leaves
                 continue
             kept = [at for at in holders if at[2] not in leaving]
-            if len(kept) == len(holders):
-                continue
             if len(kept) > 1:
                 holders[:] = kept
             elif kept:
                 key_holders[key] = kept[0]
             else:
                 del key_holders[key]
-        _leave(self.type_holders, leaving)
-        _leave(self.anaphors, leaving)
-        emptied: list[StoredKey] = []
-        for key, users in self.key_mentioners.items():
-            if not users.isdisjoint(leaving):
-                users -= leaving
-                if not users:
-                    emptied.append(key)
-        for key in emptied:
-            del self.key_mentioners[key]
+        _leave(self.type_holders, leaving, types)
+        _leave(self.anaphors, leaving, anaphor_types)
+        key_mentioners = self.key_mentioners
+        for key in mentioned:
+            users = key_mentioners[key]
+            users -= leaving
+            if not users:
+                del key_mentioners[key]
 
     def resolve(self, at: OrderKey, mention: Mention) -> str | None:
         """The span id that binds ``mention`` made by the span at ``at``, if any."""
@@ -255,37 +265,36 @@ class ReferentIndex:
         before = bisect_left(holders, at)
         return holders[before - 1][2] if before else None
 
-    def dependents(
-        self, span_id: str, at: OrderKey, holds: Iterable[Hold]
-    ) -> Iterator[tuple[str, Mention]]:
-        """Every (span id, mention) whose mention the span at ``at`` binds.
-
-        A span id may come more than once (one per mention it makes).
-        """
-        keys, types = _unique_holds(holds)
-        by_key = list(keys.items())
-        if len(by_key) > 1:  # most spans hold one key: nothing to sort
-            sort_keyed(by_key, None, _held_text)
+    def dependent_ids(self, at: OrderKey, holds: Iterable[Hold]) -> set[str]:
+        """The ids of the live spans with a mention that the span at ``at`` binds: the
+        other holders and the mentioners of each key it holds first, the anaphors of
+        each type it holds up to that type's next holder. Ids only, in no order: a
+        rewrite asks for every binder that leaves or is re-held, and needs neither the
+        mentions nor their order."""
+        span_id = at[2]
+        found: set[str] = set()
         key_holders = self.key_holders
-        for key, type_ in by_key:
+        key_mentioners = self.key_mentioners
+        types: set[str] = set()
+        for key, type_ in holds:
+            types.add(type_)
             entry = key_holders.get(key)
             if entry is None:
                 continue
-            # ``holders_of`` inlined: this runs for every candidate of a gate.
-            holders = entry if entry[0].__class__ is list else (entry,)
-            if holders[0] == at:
-                mention = Mention(key=key, type=type_)
-                for other in holders[1:]:
-                    yield other[2], mention
-                for user in sorted(self.key_mentioners.get(key, ())):
-                    if user != span_id:
-                        yield user, mention
-        for type_ in sorted(types):
-            users = self.anaphors_bound_by(at, type_)
+            # ``holders_of`` inlined: this runs for every holding of every binder.
+            if entry[0].__class__ is list:
+                if entry[0] != at:
+                    continue
+                found.update(other[2] for other in entry[1:])
+            elif entry != at:
+                continue
+            users = key_mentioners.get(key)
             if users:
-                mention = Mention(type=type_)
-                for user_at in users:
-                    yield user_at[2], mention
+                found.update(users)
+        found.discard(span_id)
+        for type_ in types:
+            found.update(user_at[2] for user_at in self.anaphors_bound_by(at, type_))
+        return found
 
     def anaphors_bound_by(self, at: OrderKey, type_: str) -> list[OrderKey]:
         """The order keys of the anaphors of ``type_`` that the span at ``at``, a holder
@@ -299,10 +308,6 @@ class ReferentIndex:
         first = bisect_right(users, at)
         last = bisect_right(users, holders[after]) if after < len(holders) else len(users)
         return users[first:last]
-
-
-def _held_text(held: tuple[StoredKey, str]) -> str:
-    return key_text(held[0])
 
 
 def _unique_holds(holds: Iterable[Hold]) -> tuple[dict[StoredKey, str], set[str]]:
@@ -333,23 +338,15 @@ def _insert(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None
         insort(entries, at)
 
 
-def _leave(index: dict[Name, list[OrderKey]], leaving: set[str]) -> None:
-    """Take the spans of ``leaving`` out of every list of ``index``."""
-    emptied: list[Name] = []
-    for name, entries in index.items():
-        # Most lists are short and many lose nothing: a look, no new list.
-        for at in entries:
-            if at[2] in leaving:
-                break
-        else:
-            continue
+def _leave(index: dict[Name, list[OrderKey]], leaving: set[str], names: Iterable[Name]) -> None:
+    """Take the spans of ``leaving`` out of the lists of ``names`` (each holds one)."""
+    for name in names:
+        entries = index[name]
         kept = [at for at in entries if at[2] not in leaving]
         if kept:
             entries[:] = kept
         else:
-            emptied.append(name)
-    for name in emptied:
-        del index[name]
+            del index[name]
 
 
 def _discard(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:

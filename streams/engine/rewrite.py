@@ -208,8 +208,7 @@ def _affected_spans(session: SessionState, diff: _Diff, holdings: dict[str, Hold
     affected = {span_id for span_id in holdings if span_id in spans}
     binders = [*diff.merged, *diff.ungated, *(spans[span_id] for span_id in affected)]
     for binder in binders:
-        for user, _ in index.dependents(binder.span_id, binder.order_key, binder.holds):
-            affected.add(user)
+        affected |= index.dependent_ids(binder.order_key, binder.holds)
     return affected
 
 

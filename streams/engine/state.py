@@ -580,9 +580,11 @@ class SessionState:
             return
         spans, pending = self.spans, self.poisoned_pending
         departed: list[tuple[str, int, int, tuple[StoredKey, ...]]] = []
+        left: list[SpanState] = []
         bound_sum, bound_count, live_tokens = self.bound_sum, self.bound_count, self.live_tokens
         for span_id in span_ids:
             span = spans.pop(span_id)
+            left.append(span)
             # In the order of one-by-one removal: the float sum comes out bit-identical.
             if span.bound_id is not None and span_id not in pending:
                 bound_sum -= span.bound_score
@@ -610,7 +612,7 @@ class SessionState:
                 self.scores[query] = kept
             else:
                 del self.scores[query]
-        self.referents.remove_many(leaving)
+        self.referents.remove_many(leaving, left)
 
     def forget_gone(self, limit: int) -> None:
         """Bound the gone spans: past ``limit`` + ``limit // GONE_SLACK`` of them, forget

@@ -310,8 +310,9 @@ class Runtime(PartitionOwner[PartitionState]):
                 state.deliveries.append(delivery)
                 deliveries.append(delivery)
         if self.fleet is not None and applied:
-            # Monitoring's share of the batch comes after its outputs: the loop gets a
-            # turn first, to write them to the broker.
+            # Monitoring's share of the batch comes after its outputs are handed to the
+            # producer, and after one turn of the loop (acknowledgement callbacks and
+            # the producer's sender wake-up run first; the write itself may follow).
             await asyncio.sleep(0)
             self.fleet.flush()
         if in_transaction:  # every partition's acknowledgements awaited together

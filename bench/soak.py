@@ -27,7 +27,9 @@ input record, the soak samples:
   keeps up, and ``delete.retention.ms`` 60 s so tombstones leave soon after;
 * a fresh worker's start-to-ready time: a second worker (empty data dir) joins the
   group, takes its share of the partitions and restores them from the changelog;
-  it is stopped at once and the first worker takes its partitions back.
+  it is stopped at once and the first worker takes its partitions back. This is
+  done three times (``fresh_tries``) and the fastest counts: a busy machine only
+  ever adds to a start.
 
 At the end every output topic is read and compared with replay (identities of every
 output, dead letters by reason and raw input). Printed: a table and the targets,
@@ -107,6 +109,10 @@ class SoakPlan:
     samples: tuple[int, ...] = (25, 50, 75, 100)
     fresh_worker: tuple[int, ...] = (25, 50, 75, 100)
     """The samples at which a fresh worker's start to ready is timed."""
+    fresh_tries: int = 3
+    """Fresh workers started one after the other at each timed sample; the fastest is
+    the sample's figure. Other jobs on the machine only ever add to a start, so the
+    fastest of a few is the state's own cost, where one start is also the load's."""
     guarantee: str = "at_least_once"
     fleet: bool = True
     """Fleet monitoring on in the worker (as shipped)."""
@@ -312,9 +318,12 @@ class Sample:
     changelog_bytes: int
     changelog_cleaned: bool
     fresh_worker_ready_s: float | None
-    """From the fresh worker's ``Worker: Starting`` to its ``Worker: Ready`` (its log)."""
+    """From the fresh worker's ``Worker: Starting`` to its ``Worker: Ready`` (its log),
+    the fastest of ``fresh_tries``."""
     fresh_worker_spawn_to_ready_s: float | None
-    """From its spawn (interpreter start and imports included) to ready."""
+    """From its spawn (interpreter start and imports included) to ready, of that worker."""
+    fresh_worker_ready_tries: list[float]
+    """Every try's ``Starting`` to ``Ready``, in order."""
     fresh_worker_restored: list[str]
     wall_s: float
 
@@ -523,8 +532,12 @@ class Soak:
         metrics = scrape(port) if self.plan.fleet else {}
         rss = rss_mb(worker.process.pid)
         size, cleaned = self.wait_cleaned()
-        fresh = percent in self.plan.fresh_worker
-        spawned, ready, restored = self.fresh_worker() if fresh else (None, None, [])
+        tries = (
+            [self.fresh_worker() for _ in range(self.plan.fresh_tries)]
+            if percent in self.plan.fresh_worker
+            else []
+        )
+        spawned, ready, restored = min(tries, key=lambda t: t[1]) if tries else (None, None, [])
         return Sample(
             percent=percent,
             sessions_opened=self.traffic.opened,
@@ -540,6 +553,7 @@ class Soak:
             changelog_cleaned=cleaned,
             fresh_worker_ready_s=ready,
             fresh_worker_spawn_to_ready_s=spawned,
+            fresh_worker_ready_tries=[t[1] for t in tries],
             fresh_worker_restored=restored,
             wall_s=round(time.monotonic() - self._started, 1),
         )
@@ -621,7 +635,8 @@ def _print_row(s: Sample) -> None:
     ready = (
         "-"
         if s.fresh_worker_ready_s is None
-        else f"{s.fresh_worker_ready_s:.1f} s (spawn {s.fresh_worker_spawn_to_ready_s:.1f})"
+        else f"{s.fresh_worker_ready_s:.1f} s (spawn {s.fresh_worker_spawn_to_ready_s:.1f}, "
+        f"tries {'/'.join(f'{t:.1f}' for t in s.fresh_worker_ready_tries)})"
     )
     print(
         f"{s.percent:>4}% {s.sessions_opened:>9,} sessions {s.events:>10,} events "
@@ -664,6 +679,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=SoakPlan.partitions)
     parser.add_argument("--seed", type=int, default=SoakPlan.seed)
     parser.add_argument("--guarantee", default=SoakPlan.guarantee)
+    parser.add_argument(
+        "--fresh-tries",
+        type=int,
+        default=SoakPlan.fresh_tries,
+        help="fresh workers started at each timed sample, the fastest counts",
+    )
     parser.add_argument("--no-fleet", action="store_true", help="fleet monitoring off")
     parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     parser.add_argument("--keep", type=Path, help="keep the broker and worker logs here")
@@ -674,6 +695,7 @@ def main() -> None:
         partitions=args.partitions,
         seed=args.seed,
         guarantee=args.guarantee,
+        fresh_tries=args.fresh_tries,
         fleet=not args.no_fleet,
     )
     with tempfile.TemporaryDirectory(prefix="spanguard-soak-", ignore_cleanup_errors=True) as tmp:

@@ -39,6 +39,12 @@ RESTORE_FETCH_WAIT_MS = 20
 500 ms, adds half a second to every restore step and seek)."""
 MAX_REQUEST_BYTES = 8 << 20
 """Largest produce request (a decision over a 10,000-span session is ~1 MB)."""
+CHANGELOG_SEGMENT_MS = 3600 * 1000
+"""The changelog's segments roll every hour. The log cleaner never touches the active
+segment, and under the broker's defaults (7 days or 1 GB) a quiet partition's changelog
+would keep a week of superseded records and expired sessions' tombstones, all of which
+every restore reads; an hour bounds that to an hour of writes plus the cleaner's dirty
+share."""
 
 
 class KafkaWriter:
@@ -193,6 +199,7 @@ class KafkaTransport:
                             "cleanup.policy": "compact",
                             "max.message.bytes": str(MAX_REQUEST_BYTES),
                             "min.compaction.lag.ms": "60000",
+                            "segment.ms": str(CHANGELOG_SEGMENT_MS),
                         },
                     )
                 )

@@ -9,7 +9,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.kafka_io.topics import topic_config
 from spanguard.streams.runtime.config import changelog_topic
+from spanguard.streams.runtime.kafka_transport import CHANGELOG_SEGMENT_MS
 from tests.kafka.traces import scenario_traces
 from tests.pipeline import Pipeline, has_ids, identities, replay_outputs
 
@@ -109,6 +111,10 @@ def test_changelog_bytes_per_event_do_not_grow_with_session_size(pipeline: Pipel
     pipeline.wait_committed()
 
     changelog = changelog_topic(f"{pipeline.prefix}-app")
+    # the worker created it compacted, with segments that roll hourly for the cleaner
+    config = asyncio.run(topic_config(pipeline.bootstrap, changelog))
+    assert config["cleanup.policy"] == "compact"
+    assert config["segment.ms"] == str(CHANGELOG_SEGMENT_MS)
     before = end_offsets(pipeline.bootstrap, changelog)
     steps = 40
     marks = {}

@@ -32,7 +32,14 @@ from spanguard.schemas import (
 from spanguard.streams.engine.emit import Emission, assemble
 from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
 from spanguard.streams.engine.referent_index import KeyHolders, Mention, OrderKey
-from spanguard.streams.engine.state import GATE_BULK_SHARE, ScoreKey, SessionState, SpanState
+from spanguard.streams.engine.state import (
+    GATE_BULK_SHARE,
+    SessionState,
+    SpanState,
+    bound_score,
+    rank_key,
+    rank_place,
+)
 
 # Enum members read once: under Python 3.11 reading one from its class runs a Python
 # descriptor (about 2,000 instructions), and a request reads several.
@@ -428,38 +435,37 @@ def _select(session: SessionState, policy: EvictionPolicy | None, query: str | N
     ]
     protected = session.protected
     if policy.threshold is not None:
-        limit: ScoreKey = (policy.threshold, -1, "")
-        below = [islice(r, 0, bisect_left(r, limit)) for r in ranked]
-        return [key[2] for key in _merged(below) if key[2] not in protected]
+        limit = policy.threshold
+        below = [islice(r, 0, bisect_left(r, limit, key=bound_score)) for r in ranked]
+        return [span.span_id for span in _merged(below) if span.span_id not in protected]
     assert policy.keep_top_k is not None
     # keep_top_k neither ranks nor counts a protected span (1.2).
-    shielded = sum(1 for r in ranked for key in _protected_keys(session, r))
+    shielded = sum(_protected_in(session, r) for r in ranked)
     excess = sum(len(r) for r in ranked) - shielded - policy.keep_top_k
     if excess <= 0:
         return []
     selectable = _merged(ranked)
     if protected:
-        selectable = (key for key in selectable if key[2] not in protected)
-    return [key[2] for key in islice(selectable, excess)]
+        selectable = (span for span in selectable if span.span_id not in protected)
+    return [span.span_id for span in islice(selectable, excess)]
 
 
-def _protected_keys(session: SessionState, ranking: list[ScoreKey]) -> list[ScoreKey]:
-    """The ranking's entries of protected spans (few: looked up one by one)."""
-    found: list[ScoreKey] = []
+def _protected_in(session: SessionState, ranking: list[SpanState]) -> int:
+    """How many of the ranking's spans are protected (few: looked up one by one)."""
+    found = 0
     for span_id in session.protected:
-        bound = session.spans[span_id].bound
-        if bound is None:
+        span = session.spans[span_id]
+        if span.bound_id is None:
             continue
-        key = (bound.score, session.spans[span_id].position, span_id)
-        at = bisect_left(ranking, key)
-        if at < len(ranking) and ranking[at] == key:
-            found.append(key)
+        at = rank_place(ranking, span)
+        if at < len(ranking) and ranking[at] is span:
+            found += 1
     return found
 
 
-def _merged(rankings: Sequence[Iterable[ScoreKey]]) -> Iterable[ScoreKey]:
+def _merged(rankings: Sequence[Iterable[SpanState]]) -> Iterable[SpanState]:
     # Without a query there is one ranking: no merge to pay per selected span.
-    return rankings[0] if len(rankings) == 1 else heapq.merge(*rankings)
+    return rankings[0] if len(rankings) == 1 else heapq.merge(*rankings, key=rank_key)
 
 
 def _eligible(

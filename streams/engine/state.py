@@ -5,7 +5,7 @@ by keyed hash. :class:`SessionState` owns the spans and keeps, next to them,
 running sums and sorted indexes so that the gate never rescans the session:
 
 * ``order``: live spans by (position, arrival);
-* ``scores``: bound scores by (score, position, span id), one list per query;
+* ``scores``: ranked spans by (score, position, span id), one list per query;
 * ``referents``: who holds which key and type, who mentions them (see
   :mod:`spanguard.streams.engine.referent_index`);
 * running sums of live tokens and bound scores, and the set of stale spans.
@@ -20,11 +20,12 @@ What is not the session's domain lives apart: the duplicate window
 from __future__ import annotations
 
 import sys
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 from spanguard.streams.engine.gone import GoneSpans
@@ -48,6 +49,22 @@ def to_digest(sha256_hex: str) -> Digest:
         if raw.hex() == sha256_hex:
             return raw
     return sha256_hex
+
+
+SHARED_INTS = 16_384
+"""Ints below this are held as one shared object each (:func:`shared_int`)."""
+
+_SHARED_INTS = tuple(range(SHARED_INTS))
+
+
+def shared_int(value: int) -> int:
+    """``value``, as the one object every span holding it shares when it is small.
+
+    CPython shares only -5..256: every other int a span keeps (its position, arrival,
+    ``seq``, tokens) is an object of its own, 28-32 B, decoded from its event. Sessions
+    number their spans and events from the start, so their small numbers repeat from
+    session to session: ~90 B a span less. A pure memory measure (an equal int)."""
+    return _SHARED_INTS[value] if 0 <= value < SHARED_INTS else value
 
 
 def to_hex(digest: Digest) -> str:
@@ -142,12 +159,12 @@ class SpanState:
         self.text_digest = text_digest
         """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
         :attr:`text_sha256`)."""
-        self.tokens = tokens
-        self.order_key: OrderKey = [position, arrival, span_id]
+        self.tokens = shared_int(tokens)
+        self.order_key: OrderKey = [shared_int(position), shared_int(arrival), span_id]
         """This span's place in the context order: ``[position, arrival, span id]``, one
         list shared by every index (see
         :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
-        self.added_seq = added_seq
+        self.added_seq = shared_int(added_seq)
         self.stale_rewrites = stale_rewrites
         self.bound_id: str | None = None
         """The bound score's ``score_id`` (None: no score bound)."""
@@ -233,7 +250,7 @@ class SpanState:
             query = None
         else:
             self.bound_id, self.bound_score = bound.score_id, bound.score
-            self.bound_seq, query = bound.bound_seq, bound.query_sha256
+            self.bound_seq, query = shared_int(bound.bound_seq), bound.query_sha256
         if query is not None:
             self._extra().bound_query = query
         elif self.extra is not None:
@@ -323,6 +340,33 @@ class DriftPoint:
 
 
 ScoreKey = tuple[float, int, str]
+"""A ranked span's place in its ranking: ``(bound score, position, span id)``."""
+
+
+def rank_key(span: SpanState) -> ScoreKey:
+    """Where ``span`` ranks among its query's bound scores (lowest first): a ranking
+    holds the spans themselves, sorted by this key, and not a tuple of it a span (64 B
+    a ranked span). Read live: a ranking is rebuilt whenever positions move
+    (:meth:`SessionState.reindex`), and a span leaves its ranking before its score
+    changes."""
+    return (span.bound_score, span.order_key[0], span.span_id)
+
+
+bound_score = attrgetter("bound_score")
+"""A ranked span's score (a C-level key: bisecting on it costs no Python call a step)."""
+
+
+def rank_place(ranked: list[SpanState], span: SpanState) -> int:
+    """Where ``span`` goes in (or is in) ``ranked``: ``bisect_left`` by :func:`rank_key`.
+
+    Bisected on the score first, which is C-level; :func:`rank_key` (a Python call a
+    step) decides only among equal scores, which real scores seldom are."""
+    score = span.bound_score
+    at = bisect_left(ranked, score, key=bound_score)
+    if at == len(ranked) or ranked[at].bound_score != score:
+        return at
+    ties = bisect_right(ranked, score, at, key=bound_score)
+    return bisect_left(ranked, rank_key(span), at, ties, key=rank_key)
 
 
 class ChangeLog(Protocol):
@@ -413,9 +457,8 @@ class SessionState:
     """Live spans' order keys, sorted (a plain list: a new span mostly comes last, and
     a removal from the middle is one C ``memmove``; a sorted-list object costs ~300 B
     a session even when small)."""
-    scores: dict[str | None, list[ScoreKey]] = field(default_factory=dict)
-    """Per query, the ranked spans' ``(score, position, span id)``, sorted (plain lists
-    too)."""
+    scores: dict[str | None, list[SpanState]] = field(default_factory=dict)
+    """Per query, the ranked spans, sorted by :func:`rank_key` (plain lists too)."""
     stale: AbstractSet[str] = _NONE
     """Live spans with ``stale_rewrites > 0`` that gate (not dropped poisoned ones)."""
     poisoned_pending: AbstractSet[str] = _NONE
@@ -605,7 +648,7 @@ class SessionState:
         self.poisoned_pending = _without(pending, leaving)
         self.order = [key for key in self.order if key[2] not in leaving]
         for query, ranked in list(self.scores.items()):
-            kept = [key for key in ranked if key[2] not in leaving]
+            kept = [span for span in ranked if span.span_id not in leaving]
             if len(kept) == len(ranked):
                 continue
             if kept:
@@ -653,7 +696,7 @@ class SessionState:
             touched.append(span)
         for span, tokens, parents in change.shaped:
             if span.tokens != tokens or span.derived_from != parents:
-                span.tokens = tokens
+                span.tokens = shared_int(tokens)
                 if span.derived_from != parents:
                     span._extra().derived_from = parents
                 touched.append(span)
@@ -663,7 +706,7 @@ class SessionState:
             if span.position != position:
                 # Written in place: the key is shared by every index, and with the order
                 # kept each of them stays sorted.
-                span.order_key[0] = position
+                span.order_key[0] = shared_int(position)
                 touched.append(span)
         for span_id, held in change.holdings.items():
             span = spans[span_id]
@@ -725,12 +768,11 @@ class SessionState:
     def _index_score(self, span: SpanState) -> None:
         if not self._ranked(span):
             return
-        key = (span.bound_score, span.position, span.span_id)
         ranked = self.scores.get(span.bound_query)
         if ranked is None:
-            self.scores[span.bound_query] = [key]
+            self.scores[span.bound_query] = [span]
         else:
-            insort(ranked, key)
+            ranked.insert(rank_place(ranked, span), span)
         self.bound_sum += span.bound_score
         self.bound_count += 1
 
@@ -738,7 +780,10 @@ class SessionState:
         if not self._ranked(span):
             return
         ranked = self.scores[span.bound_query]
-        _remove(ranked, (span.bound_score, span.position, span.span_id))
+        at = rank_place(ranked, span)
+        if at == len(ranked) or ranked[at] is not span:
+            raise ValueError(f"{span.span_id!r} is not in its ranking")
+        del ranked[at]
         if not ranked:
             del self.scores[span.bound_query]
         self.bound_sum -= span.bound_score
@@ -786,7 +831,7 @@ class SessionState:
         """
         spans = list(self.spans.values())
         pending = self.poisoned_pending
-        ranked: dict[str | None, list[ScoreKey]] = {}
+        ranked: dict[str | None, list[SpanState]] = {}
         stale: set[str] = set()
         children: dict[str, tuple[str, ...]] = {}
         call_spans: dict[str, tuple[str, ...]] = {}
@@ -804,9 +849,7 @@ class SessionState:
                 if extra.protected:
                     protected.add(span_id)
             if span.bound_id is not None and span_id not in pending:
-                ranked.setdefault(span.bound_query, []).append(
-                    (span.bound_score, span.position, span_id)
-                )
+                ranked.setdefault(span.bound_query, []).append(span)
                 bound_sum += span.bound_score
                 bound_count += 1
             if span.stale_rewrites > 0 and span_id not in pending:
@@ -817,7 +860,7 @@ class SessionState:
         if not in_order:
             self.order = sorted([span.order_key for span in spans])
             self.referents = ReferentIndex.build(spans)
-        self.scores = {query: sorted(keys) for query, keys in ranked.items()}
+        self.scores = {query: sorted(spans, key=rank_key) for query, spans in ranked.items()}
         self.stale = stale or _NONE
         self.children = children
         self.call_spans = call_spans

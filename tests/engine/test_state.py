@@ -16,7 +16,7 @@ from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.referent_index import Mention, ReferentIndex, holders_of
 from spanguard.streams.engine.rewrite import resolve_in_order
-from spanguard.streams.engine.state import SessionState, _link, _unlink
+from spanguard.streams.engine.state import SessionState, _link, _unlink, rank_key
 from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
@@ -28,7 +28,7 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
         list(state.spans.items()),
         sorted(state.gone.items()),
         list(state.order),
-        {q: list(r) for q, r in state.scores.items()},
+        {q: [rank_key(span) for span in r] for q, r in state.scores.items()},
         state.stale,
         {p: set(c) for p, c in state.children.items() if c},
         {c: set(s) for c, s in state.call_spans.items()},

@@ -48,7 +48,8 @@ def apply_scores(session: SessionState, event: ScoresComputed, emission: Emissio
                 bound_seq=event.seq,
             ),
         )
-        session.set_counter(span, 0)
+        if span.stale_rewrites:  # a counter at 0 stays so, and bind marked the change
+            session.set_counter(span, 0)
     if gaps:
         emission.fault(
             FaultKind.SCORE_PROVENANCE_GAP,

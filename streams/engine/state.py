@@ -219,12 +219,14 @@ class SpanState:
     @property
     def position(self) -> int:
         """The span's place in the context, as the harness numbered it."""
-        return int(self.order_key[0])
+        position: int = self.order_key[0]
+        return position
 
     @property
     def arrival(self) -> int:
         """The span's arrival number in its session (where its state record lives)."""
-        return int(self.order_key[1])
+        arrival: int = self.order_key[1]  # not int(...): a call on every read
+        return arrival
 
     @property
     def text_sha256(self) -> str:

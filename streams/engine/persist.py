@@ -44,6 +44,7 @@ import orjson
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
 from spanguard.streams.engine.dedup import DedupWindow
 from spanguard.streams.engine.holdings import share_holds
+from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
 from spanguard.streams.engine.referent_index import Mention
@@ -126,7 +127,7 @@ def _changes(session: SessionState) -> SessionChanges:
 
 def record_key(tenant: str, session_id: str, kind: str, name: str = "") -> bytes:
     """The changelog key of one record."""
-    return orjson.dumps([tenant, session_id, kind, name])
+    return json_bytes([tenant, session_id, kind, name])
 
 
 def chunk_slots(dedup_window: int) -> int:
@@ -146,11 +147,11 @@ def dump_changes(session: SessionState, dedup_window: int) -> Iterator[Record]:
         # A block holds only arrivals below the tail: newer ones live in the header.
         stop = min((block + 1) * BLOCK_SPANS, changes.persisted_below)
         entries = _entries(session, changes, block * BLOCK_SPANS, stop)
-        yield record_key(tenant, sid, "b", str(block)), orjson.dumps(entries) if entries else None
+        yield record_key(tenant, sid, "b", str(block)), json_bytes(entries) if entries else None
     if changes.done_chunks and dedup_window > 0:
         slots = chunk_slots(dedup_window)
         for number, ids in sorted(changes.done_chunks.items()):
-            yield record_key(tenant, sid, "d", str(number % slots)), orjson.dumps([number, ids])
+            yield record_key(tenant, sid, "d", str(number % slots)), json_bytes([number, ids])
     changes.written()
 
 
@@ -159,7 +160,7 @@ def dump_ended(session: SessionState, marker: Marker, dedup_window: int) -> Iter
     it has."""
     tenant, sid = session.tenant, session.session_id
     changes = _changes(session)
-    yield record_key(tenant, sid, "h"), orjson.dumps(_marker_value(marker))
+    yield record_key(tenant, sid, "h"), json_bytes(_marker_value(marker))
     if changes.persisted_below > 0:
         for block in range((changes.persisted_below - 1) // BLOCK_SPANS + 1):
             yield record_key(tenant, sid, "b", str(block)), None
@@ -185,7 +186,7 @@ CLOCK_KEY = record_key("", "", "c")
 
 def clock_record(clock: datetime | None) -> Record:
     """The partition's clock as a state record."""
-    return CLOCK_KEY, orjson.dumps({"clock": None if clock is None else clock.isoformat()})
+    return CLOCK_KEY, json_bytes({"clock": None if clock is None else clock.isoformat()})
 
 
 def _entries(
@@ -210,7 +211,7 @@ def _entries(
 
 def _header(session: SessionState, changes: SessionChanges) -> bytes:
     window = session.drift_window
-    return orjson.dumps(
+    return json_bytes(
         {
             "last_seq": session.last_seq,
             "accepted": session.accepted,

@@ -31,6 +31,7 @@ from spanguard.schemas import (
     ScoresRecomputeRequested,
     SpanPinned,
 )
+from spanguard.streams.engine.jsonbytes import json_bytes
 
 MAX_IDS = 32
 """Span ids listed per summary; longer lists are cut and their length given."""
@@ -59,9 +60,7 @@ class RecentRecords:
                 self._rings.popitem(last=False)
         else:
             self._rings.move_to_end(key)
-        # A copy: orjson's result keeps the whole buffer it wrote into (~4 KB of
-        # memory whatever its length), which a ring entry would keep for its life.
-        ring.append(bytes(memoryview(orjson.dumps(entry))))
+        ring.append(json_bytes(entry))
 
     def get(self, tenant: str, session_id: str) -> list[Summary]:
         """The session's recent records, oldest first (empty when unknown)."""

@@ -29,6 +29,7 @@ from spanguard.schemas import (
 )
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.gate import decide
+from spanguard.streams.engine.referent_index import hold_pairs
 from spanguard.streams.engine.state import SessionState, SpanState
 
 PlainSpan = dict[str, Any]
@@ -59,7 +60,7 @@ def plain_spans(built: BuiltSession) -> list[PlainSpan]:
                 "arrival": span.arrival,
                 "score": None if bound is None else bound.score,
                 "score_sha256": None if bound is None else bound.text_sha256,
-                "holds": [(key, type_) for key, type_ in span.holds],
+                "holds": list(hold_pairs(span.holds)),
                 "mentions": [(m.key, m.type) for m in span.mentions],
             }
         )

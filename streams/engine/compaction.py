@@ -88,7 +88,7 @@ def parent_keys(
         for parent in entry.derived_from:
             span = session.spans.get(parent)
             if span is not None:
-                keys.update((key, None) for key, _ in span.holds)
+                keys.update(dict.fromkeys(span.holds[::2]))
             else:
                 gone = session.gone.get(parent)
                 if gone is not None:

@@ -245,9 +245,14 @@ def pinned_set(
         holder = spans[holder_id]
         # A span that repeats a key depends on the key's binding as much as one that
         # mentions it explicitly: its holdings first, then its mentions.
-        for key, type_ in holder.holds:
+        holds = holder.holds
+        # ``hold_pairs`` and ``first_holder`` inlined: this runs for every holding of
+        # every pinned span (the pairs read in place, see ``Holds``).
+        at = 0
+        while at < len(holds):
+            key, type_ = holds[at], holds[at + 1]
+            at += 2
             entry = key_holders[key]
-            # ``first_holder`` inlined: this runs for every holding of every pinned span.
             binder = (entry[0] if entry[0].__class__ is list else entry)[2]
             if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
@@ -283,7 +288,12 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
         if not holds:
             continue  # binds nothing: nobody needs it
         bound: list[tuple[StoredKey, str, KeyHolders]] = []
-        for key, type_ in holds:
+        # ``hold_pairs`` inlined: this runs for every candidate (the pairs read in place,
+        # see ``Holds``).
+        at_pair = 0
+        while at_pair < len(holds):
+            key, type_ = holds[at_pair], holds[at_pair + 1]
+            at_pair += 2
             entry = key_holders.get(key)
             # ``first_holder`` inlined: this runs for every holding of every candidate.
             if entry is not None and (entry[0] if entry[0].__class__ is list else entry) == at:
@@ -304,7 +314,7 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
             for user in key_mentioners.get(key, ()):
                 if user not in removal and user not in needed:
                     needed[user] = (spans[user].order_key, key, type_)
-        for type_ in (holds[0][1],) if len(holds) == 1 else sorted({t for _, t in holds}):
+        for type_ in (holds[1],) if len(holds) == 2 else sorted(set(holds[1::2])):
             for user_at in index.anaphors_bound_by(at, type_):
                 if user_at[2] not in removal:
                     needed.setdefault(user_at[2], (user_at, None, type_))
@@ -420,10 +430,14 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
 
 
 def _type_held(span: SpanState, key: StoredKey) -> str:
-    # The type the binder holds the key under (its first holding of the key).
-    for held, type_ in span.holds:
-        if held == key:
+    # The type ``span`` holds ``key`` under (its first holding of the key).
+    holds = span.holds
+    at = 0
+    while at < len(holds):  # its pairs in place (see ``Holds``)
+        if holds[at] == key:
+            type_: str = holds[at + 1]
             return type_
+        at += 2
     raise KeyError(key)
 
 

@@ -14,10 +14,14 @@ from spanguard.schemas import MentionIn, Referent
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.keys import KeyHasher, StoredKey
 from spanguard.streams.engine.names import NameBook, NameScan, match_book, new_names
-from spanguard.streams.engine.referent_index import Hold, Mention
+from spanguard.streams.engine.referent_index import (
+    Hold,
+    Holds,
+    Mention,
+    flat_holds,
+    hold_pairs,
+)
 from spanguard.streams.engine.referents import Scan, find_anaphors, scan_text
-
-Holds = tuple[Hold, ...]
 
 BOOK_WORD_ENTRIES = 65536
 """Stored forms of book words and entries remembered per builder (cleared when full)."""
@@ -28,30 +32,34 @@ SCAN_CACHE_ENTRIES = 4096
 
 
 SHARED_HOLDS_ENTRIES = 4096
-"""Distinct holds (and distinct ``(key hash, type)`` pairs) remembered to be shared by
-the spans that hold the same (:func:`share_holds`; cleared when full)."""
+"""Distinct holds (and distinct keys and types in them) remembered to be shared by the
+spans that hold the same (:func:`share_holds`; cleared when full)."""
 
 _shared_holds: dict[Holds, Holds] = {}
-_shared_pairs: dict[Hold, Hold] = {}
+_shared_items: dict[StoredKey, StoredKey] = {}
 
 
 def share_holds(holds: Holds) -> Holds:
-    """``holds``, or an equal tuple a recent span already keeps: spans of a session
-    hold the same referents again and again (in the simulated fleet, 2,661 spans with
-    holds have 1,214 distinct ones, of 960 distinct pairs), and each pair costs 72 B,
-    each tuple of them 56 B and more. A pure memory measure: only which equal
-    object a span keeps changes. Shared by every engine of the process (one thread)."""
+    """``holds`` (flat, :data:`~spanguard.streams.engine.referent_index.Holds`), or an
+    equal tuple a recent span already keeps: spans of a session hold the same referents
+    again and again (in the simulated fleet, 2,661 spans with holds have 1,214 distinct
+    ones), and each tuple costs 56 B and more. A new tuple keeps the key and type
+    objects that recent ones keep, so equal keys decoded apart (a restore reads each
+    span's own) are one object. A pure memory measure: only which equal object a span
+    keeps changes. Shared by every engine of the process (one thread)."""
     if not holds:
         return ()
     found = _shared_holds.get(holds)
     if found is not None:
         return found
-    pairs = _shared_pairs
-    if len(pairs) >= SHARED_HOLDS_ENTRIES:
-        pairs.clear()
+    items = _shared_items
+    if len(items) >= SHARED_HOLDS_ENTRIES:
+        items.clear()
     if len(_shared_holds) >= SHARED_HOLDS_ENTRIES:
         _shared_holds.clear()
-    shared = tuple([pairs.setdefault(pair, pair) for pair in holds])
+    # Keys and types in one dict: a clear key equal to a type string is the same
+    # immutable value either way. ``map``: no Python loop over twice the items.
+    shared = tuple(map(items.setdefault, holds, holds))
     _shared_holds[shared] = shared
     return shared
 
@@ -63,8 +71,8 @@ deployment allows span text in state (``emit_surfaces``)."""
 
 @dataclass(frozen=True, slots=True)
 class Holdings:
-    """What a span holds (``(key hash, type)``), what it mentions, and (with
-    ``emit_surfaces``) how it wrote them."""
+    """What a span holds (flat ``(key hash, type, ...)``, :data:`Holds`), what it
+    mentions, and (with ``emit_surfaces``) how it wrote them."""
 
     holds: Holds = ()
     mentions: tuple[Mention, ...] = ()
@@ -72,8 +80,11 @@ class Holdings:
 
     def union(self, other: Holdings) -> Holdings:
         """Both spans' holdings, without repeats, in a stable order."""
-        holds = tuple(dict.fromkeys(self.holds + other.holds))
-        held = {key for key, _ in holds}
+        if not other.holds or not self.holds:
+            holds = self.holds or other.holds  # each is already without repeats
+        else:
+            holds = flat_holds(dict.fromkeys(hold_pairs(self.holds + other.holds)))
+        held = set(holds[::2])
         mentions = tuple(
             m for m in dict.fromkeys(self.mentions + other.mentions) if m.key not in held
         )
@@ -219,7 +230,7 @@ class HoldingsBuilder:
         held = {key for key, _ in holds}
         kept = tuple(m for m in found if m.key is None or m.key not in held)
         return Holdings(
-            share_holds(tuple(holds)), kept, tuple(surfaces.items()) if surfaces else ()
+            share_holds(flat_holds(holds)), kept, tuple(surfaces.items()) if surfaces else ()
         )
 
     def _names(
@@ -266,4 +277,4 @@ class HoldingsBuilder:
     @staticmethod
     def learn_types(known_types: set[str], holdings: Holdings) -> None:
         """Add the types a span introduced to the session's known types."""
-        known_types.update(type_ for _, type_ in holdings.holds)
+        known_types.update(holdings.holds[1::2])

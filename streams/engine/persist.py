@@ -47,7 +47,7 @@ from spanguard.streams.engine.holdings import share_holds
 from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
-from spanguard.streams.engine.referent_index import Mention
+from spanguard.streams.engine.referent_index import Mention, flat_holds, hold_pairs
 from spanguard.streams.engine.state import (
     BoundScore,
     Digest,
@@ -262,7 +262,8 @@ def _span(span: SpanState) -> list[Any]:
             bound.text_sha256,
             bound.bound_seq,
         ],
-        [[key_text(key), type_] for key, type_ in span.holds],
+        # Pairs on the wire, as records written before flat holds have them.
+        [[key_text(key), type_] for key, type_ in hold_pairs(span.holds)],
         [[_key_text(m.key), m.type, m.surface] for m in span.mentions],
         *([extra] if (extra := _span_extra(span)) else []),
     ]
@@ -334,7 +335,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         stale_rewrites=stale,
         poisoned=poisoned,
         bound=None if bound is None else _load_bound(bound, digest),
-        holds=share_holds(tuple((stored_key(k), t) for k, t in holds)),
+        holds=share_holds(flat_holds([(stored_key(k), t) for k, t in holds])),
         mentions=tuple(Mention(key=_stored_key(k), type=t, surface=s) for k, t, s in mentions),
         surfaces=tuple((stored_key(k), s) for k, s in extra.get("s", ())),
         role=extra.get("r"),

@@ -350,7 +350,7 @@ def resolve_in_order(
                 else:
                     binders.append(None)
             found[span_id] = binders
-        for _, type_ in spans[span_id].holds:
+        for type_ in spans[span_id].holds[1::2]:
             latest[type_] = span_id
     return found
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from spanguard.streams.engine.gone import GoneSpans
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
-from spanguard.streams.engine.referent_index import Hold, Mention, OrderKey, ReferentIndex
+from spanguard.streams.engine.referent_index import Holds, Mention, OrderKey, ReferentIndex
 
 Digest = bytes | str
 """A text's sha256 as held in state: its 32 raw bytes (65 B an object where the 64-char
@@ -147,7 +147,7 @@ class SpanState:
         stale_rewrites: int = 0,
         poisoned: bool = False,
         bound: BoundScore | None = None,
-        holds: tuple[Hold, ...] = (),
+        holds: Holds = (),
         mentions: tuple[Mention, ...] = (),
         surfaces: tuple[tuple[StoredKey, str], ...] = (),
         role: str | None = None,
@@ -173,7 +173,8 @@ class SpanState:
         self.extra: SpanExtra | None = None
         self.bound = bound
         self.holds = holds
-        """(key hash, type) pairs of the entities this span holds."""
+        """The entities this span holds, flat: ``(key hash, type, key hash, type, ...)``
+        (:data:`~spanguard.streams.engine.referent_index.Holds`)."""
         self.mentions = mentions
         """What the span refers to without holding it."""
         # A handful of roles, each decoded into a string of its own: one object each.
@@ -393,7 +394,7 @@ class Held(Protocol):
     """A span's new holdings (``holdings.Holdings``)."""
 
     @property
-    def holds(self) -> tuple[Hold, ...]: ...
+    def holds(self) -> Holds: ...
     @property
     def mentions(self) -> tuple[Mention, ...]: ...
     @property
@@ -918,7 +919,7 @@ def _unlink(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
 def _keys(span: SpanState) -> tuple[StoredKey, ...]:
     """The distinct keys a span holds, in order."""
     holds = span.holds
-    # Most spans hold nothing or one key: no generator, no dict (run on every removal).
-    if len(holds) < 2:
-        return (holds[0][0],) if holds else ()
-    return tuple(dict.fromkeys([key for key, _ in holds]))
+    # Most spans hold nothing or one key: no slice, no dict (run on every removal).
+    if len(holds) <= 2:
+        return (holds[0],) if holds else ()
+    return tuple(dict.fromkeys(holds[::2]))

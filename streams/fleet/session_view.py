@@ -138,7 +138,7 @@ def _span(state: SessionState, span_id: str) -> dict[str, Any]:
         "poisoned": span.poisoned,
         "score": _score(span),
         "derived_from": list(span.derived_from),
-        "holds": len(span.holds),
+        "holds": len(span.holds) // 2,  # flat (key, type, ...): a count of pairs
         "mentions": len(span.mentions),
     }
 

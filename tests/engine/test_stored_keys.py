@@ -57,7 +57,7 @@ def test_the_engine_holds_bytes_and_emits_text() -> None:
     outputs = engine.process_many(s.events())
     session = engine.session(s.tenant, s.session_id)
     assert session is not None
-    [(key, _)] = session.spans["a"].holds
+    key, _ = session.spans["a"].holds  # flat: one (key, type)
     assert isinstance(key, bytes) and len(key) == 32
     [pin] = [o for o in outputs if o.type == "span.pinned"]
     assert pin.mention.key is not None and HASHED.fullmatch(pin.mention.key)
@@ -121,7 +121,7 @@ def test_state_records_keep_keys_in_text_form() -> None:
     again = restored.session(s.tenant, s.session_id)
     assert again is not None
     assert again.spans["a"].holds == engine.sessions[(s.tenant, s.session_id)].spans["a"].holds
-    assert again.spans["b"].holds[0][0] == OTHER_FORMS[0]
+    assert again.spans["b"].holds[0] == OTHER_FORMS[0]
 
 
 def test_the_name_book_holds_digests_and_records_keep_text() -> None:
@@ -135,7 +135,7 @@ def test_the_name_book_holds_digests_and_records_keep_text() -> None:
     book = engine.sessions[(s.tenant, s.session_id)].names
     assert book.entries and all(isinstance(entry, bytes) for entry in book.entries)
     assert all(isinstance(word, bytes) for word in book.firsts)
-    [(key, _)] = engine.sessions[(s.tenant, s.session_id)].spans["b"].holds
+    key, _ = engine.sessions[(s.tenant, s.session_id)].spans["b"].holds
     assert any(value is not None and value[0] == key for value in book.entries.values())
     records = [(k, v) for k, v in engine.drain_changes() if v is not None]
     header = next(orjson.loads(v) for _, v in records if b'"names"' in v)

@@ -75,6 +75,25 @@ def _sample(worker: WorkerProcess, web_port: int, produced: int) -> dict[str, fl
     }
 
 
+SETTLE_SECONDS = 2.5
+"""Between two reads of a settled sample: longer than the fleet's tick (2 s), which
+updates the live-sessions gauge."""
+
+
+def _settled_sample(worker: WorkerProcess, web_port: int, produced: int) -> dict[str, float]:
+    """A sample once the live-sessions gauge has caught up: it is set on the fleet's
+    tick, so the read right after the input is committed may still count fewer
+    sessions (the marginal RSS would then be divided by too few)."""
+    sample = _sample(worker, web_port, produced)
+    for _ in range(12):
+        time.sleep(SETTLE_SECONDS)
+        again = _sample(worker, web_port, produced)
+        if again["live_sessions"] == sample["live_sessions"]:
+            return again
+        sample = again
+    raise RuntimeError(f"live sessions still moving after committing: {sample}")
+
+
 def measure(
     bootstrap: str, home: Path, sessions: int, timeout: float, fleet: bool = True
 ) -> dict[str, Any]:
@@ -93,7 +112,7 @@ def measure(
         for produced, part in ((half, first), (sessions, second)):
             asyncio.run(produce_lines(bootstrap, f"{PREFIX}.events", part))
             _wait_committed(bootstrap, timeout)
-            samples.append(_sample(worker, web_port, produced))
+            samples.append(_settled_sample(worker, web_port, produced))
     finally:
         worker.stop()
     grown = (samples[2]["rss_mb"] - samples[1]["rss_mb"]) * 1024 * 1024

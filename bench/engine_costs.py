@@ -69,8 +69,13 @@ def measure_decode(text: Callable[[], str], number: int = 20_000) -> Json:
     }
 
 
-def measure_memory(text: Callable[[], str], sessions: int = 100, spans: int = 1_000) -> Json:
-    """Traced bytes per live span of one engine holding ``sessions`` x ``spans`` spans."""
+def measure_memory(
+    text: Callable[[], str], sessions: int = 100, spans: int = 1_000, changes: bool = True
+) -> Json:
+    """Traced bytes per live span of one engine holding ``sessions`` x ``spans`` spans,
+    run as the worker runs it (``changes``: change tracking on, drained at checkpoints)."""
+    from bench.memory import feed
+
     scripts = []
     for n in range(sessions):
         s = SessionScript(f"mem-{n:04d}", tenant=f"tenant-{n % 4}")
@@ -84,10 +89,9 @@ def measure_memory(text: Callable[[], str], sessions: int = 100, spans: int = 1_
     lines = interleave(scripts)
     gc.collect()
     tracemalloc.start()
-    engine = Engine()
+    engine = Engine(track_changes=changes)
     before = tracemalloc.get_traced_memory()[0]
-    for line in lines:
-        engine.process_raw(line, SOURCE)
+    feed(engine, lines)
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
@@ -95,6 +99,7 @@ def measure_memory(text: Callable[[], str], sessions: int = 100, spans: int = 1_
     assert live == sessions * spans
     per_span = (after - before) / live
     return {
+        "change_tracking": changes,
         "live_spans": live,
         "sessions": sessions,
         "traced_bytes": after - before,

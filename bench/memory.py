@@ -5,6 +5,10 @@ processes the input (the input lines are built before tracing starts, and the
 engine's module-level caches are warmed by a throw-away run first, so only what the
 live state holds is counted):
 
+The engine runs as the worker runs it: change tracking on, its changes drained every
+``commit_every`` records of the runtime's defaults (``--no-changes``: off, the basis of
+the figures before 2026-12-04, ~2 KB a simulated session less).
+
 * **bytes per live span**: one engine holding ``--spans-sessions`` x 1,000 live,
   scored spans (the workload of ``bench.engine``'s memory row,
   :func:`bench.engine_costs.measure_memory`), each session's duplicate window included;
@@ -33,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from bench.engine.mixed import DEFAULT_COMMIT_EVERY
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 
@@ -67,8 +72,20 @@ def _closes(line: bytes) -> bool:
     return isinstance(event, dict) and event.get("type") == "session.closed"
 
 
+def feed(engine: Engine, lines: Sequence[bytes]) -> None:
+    """Process ``lines`` as the worker does: with change tracking on, the changes are
+    drained at each checkpoint (every ``commit_every`` records) and after the last."""
+    tracking = engine.tracks_changes
+    for n, line in enumerate(lines, 1):
+        engine.process_raw(line, SOURCE)
+        if tracking and n % DEFAULT_COMMIT_EVERY == 0:
+            engine.drain_changes()
+    if tracking:
+        engine.drain_changes()
+
+
 def _traced_growth(
-    lines: Sequence[bytes], settings: EngineSettings, by_line: bool = False
+    lines: Sequence[bytes], settings: EngineSettings, changes: bool, by_line: bool = False
 ) -> tuple[Engine, int, dict[str, int]]:
     """An engine fed ``lines``, the traced bytes it grew by and (``by_line``) that
     growth by the source line that allocated it (the first snapshot is taken before
@@ -76,11 +93,10 @@ def _traced_growth(
     snapshots' own objects are left out of the lines)."""
     gc.collect()
     tracemalloc.start()
-    engine = Engine(settings)
+    engine = Engine(settings, track_changes=changes)
     start = tracemalloc.take_snapshot() if by_line else None
     before = tracemalloc.get_traced_memory()[0]
-    for line in lines:
-        engine.process_raw(line, SOURCE)
+    feed(engine, lines)
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     grown_at: dict[str, int] = {}
@@ -94,7 +110,7 @@ def _traced_growth(
     return engine, after - before, grown_at
 
 
-def measure_sessions(sessions: int, top: int = 0) -> Json:
+def measure_sessions(sessions: int, top: int = 0, changes: bool = True) -> Json:
     """Traced bytes per live simulated session: the average over ``sessions`` and the
     marginal cost (the growth from half of them to all of them, divided by the other
     half), which leaves out what an engine holds once whatever its number of
@@ -106,10 +122,10 @@ def measure_sessions(sessions: int, top: int = 0) -> Json:
     for line in open_session_lines(20, seed=99):
         Engine(settings).process_raw(line, SOURCE)
     half = [line for line in lines if _session_number(line) < sessions // 2]
-    half_engine, half_grown, half_at = _traced_growth(half, settings, by_line=top > 0)
+    half_engine, half_grown, half_at = _traced_growth(half, settings, changes, top > 0)
     half_live = len(half_engine.sessions)
     del half_engine
-    engine, grown, grown_at = _traced_growth(lines, settings, by_line=top > 0)
+    engine, grown, grown_at = _traced_growth(lines, settings, changes, top > 0)
     live = len(engine.sessions)
     spans = sum(len(state.spans) for state in engine.sessions.values())
     gone = sum(len(state.gone) for state in engine.sessions.values())
@@ -120,6 +136,7 @@ def measure_sessions(sessions: int, top: int = 0) -> Json:
     }
     top_lines = dict(sorted(by_line.items(), key=lambda item: -item[1])[:top])
     return {
+        "change_tracking": changes,
         "sessions": live,
         "events": len(lines),
         "live_spans": spans,
@@ -134,7 +151,7 @@ def measure_sessions(sessions: int, top: int = 0) -> Json:
     }
 
 
-def measure_spans(sessions: int) -> Json:
+def measure_spans(sessions: int, changes: bool = True) -> Json:
     """``bench.engine``'s memory row: traced bytes per live span, 1,000 spans a session."""
     from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
     from bench.engine_costs import measure_memory
@@ -146,7 +163,7 @@ def measure_spans(sessions: int) -> Json:
     def text() -> str:
         return gen.text(templates[next(pick) % 2])
 
-    return measure_memory(text, sessions=sessions, spans=1_000)
+    return measure_memory(text, sessions=sessions, spans=1_000, changes=changes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -162,10 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="also list the source lines that allocate most of a session's marginal bytes",
     )
+    parser.add_argument(
+        "--no-changes",
+        action="store_true",
+        help="change tracking off (the basis of the figures before 2026-12-04)",
+    )
     args = parser.parse_args(argv)
+    changes = not args.no_changes
     report: Json = {
-        "per_session": measure_sessions(args.sessions, args.top),
-        "per_span": measure_spans(args.spans_sessions),
+        "per_session": measure_sessions(args.sessions, args.top, changes),
+        "per_span": measure_spans(args.spans_sessions, changes),
     }
     print(json.dumps(report, indent=2))
     return 0

@@ -100,6 +100,11 @@ class Engine:
 
     # -- state records (for a changelog) ---------------------------------
 
+    @property
+    def tracks_changes(self) -> bool:
+        """Whether the engine keeps a changelog (made with ``track_changes``)."""
+        return self._changelog is not None
+
     def drain_changes(self) -> list[Record]:
         """State records changed since the last drain (needs ``track_changes``):
         ``(key, value)`` pairs, ``value`` None deleting the key; a later record for

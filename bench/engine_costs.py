@@ -22,6 +22,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from bench.engine.mixed import feed
 from spanguard.streams.engine.decode import decode
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript, interleave
@@ -74,8 +75,6 @@ def measure_memory(
 ) -> Json:
     """Traced bytes per live span of one engine holding ``sessions`` x ``spans`` spans,
     run as the worker runs it (``changes``: change tracking on, drained at checkpoints)."""
-    from bench.memory import feed
-
     scripts = []
     for n in range(sessions):
         s = SessionScript(f"mem-{n:04d}", tenant=f"tenant-{n % 4}")

@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from bench.engine.mixed import DEFAULT_COMMIT_EVERY
+from bench.engine.mixed import feed
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 
@@ -70,18 +70,6 @@ def _closes(line: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return isinstance(event, dict) and event.get("type") == "session.closed"
-
-
-def feed(engine: Engine, lines: Sequence[bytes]) -> None:
-    """Process ``lines`` as the worker does: with change tracking on, the changes are
-    drained at each checkpoint (every ``commit_every`` records) and after the last."""
-    tracking = engine.tracks_changes
-    for n, line in enumerate(lines, 1):
-        engine.process_raw(line, SOURCE)
-        if tracking and n % DEFAULT_COMMIT_EVERY == 0:
-            engine.drain_changes()
-    if tracking:
-        engine.drain_changes()
 
 
 def _traced_growth(

@@ -251,6 +251,19 @@ def _default_commit_every() -> int:
 DEFAULT_COMMIT_EVERY = _default_commit_every()
 
 
+def feed(engine: Engine, lines: Sequence[bytes]) -> None:
+    """Process ``lines`` as the worker does, untimed: with change tracking on, the
+    changes are drained at each checkpoint (every ``commit_every`` records) and after
+    the last. (The timed loops, :func:`run_mixed` and ``instructions``, spell it out.)"""
+    tracking = engine.tracks_changes
+    for n, line in enumerate(lines, 1):
+        engine.process_raw(line, SOURCE)
+        if tracking and n % DEFAULT_COMMIT_EVERY == 0:
+            engine.drain_changes()
+    if tracking:
+        engine.drain_changes()
+
+
 def run_mixed(lines: Sequence[bytes], kinds: Sequence[str]) -> tuple[float, int, dict[str, float]]:
     """One timed pass of a fresh engine over ``lines``: (CPU seconds, outputs, seconds by
     input type). The per-type split reads the cheap wall clock (about 0.1 us per event,

@@ -65,7 +65,7 @@ class Harness:
 
     def live(self) -> list[str]:
         """Live span ids in context order."""
-        return [key[2] for key in self.state.order]
+        return [span.span_id for span in self.state.order]
 
 
 def build_agent_session(

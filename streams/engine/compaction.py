@@ -163,7 +163,7 @@ def _split(session: SessionState, call: str) -> dict[str, list[str]] | None:
     linked = session.call_spans.get(call)
     if not linked:
         return None  # both halves gone: a summary replaced the whole pair
-    live = sorted(linked, key=lambda s: spans[s].order_key)
+    live = session.in_order(linked)
     calls = [s for s in live if call in spans[s].calls]
     results = [s for s in live if spans[s].answers == call]
     if calls and results:

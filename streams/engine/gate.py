@@ -31,7 +31,13 @@ from spanguard.schemas import (
 )
 from spanguard.streams.engine.emit import Emission, assemble
 from spanguard.streams.engine.keys import StoredKey, key_text, sort_keyed
-from spanguard.streams.engine.referent_index import KeyHolders, Mention, OrderKey
+from spanguard.streams.engine.referent_index import (
+    IndexedSpan,
+    KeyHolders,
+    Mention,
+    OrderKey,
+    order_of,
+)
 from spanguard.streams.engine.state import (
     GATE_BULK_SHARE,
     SessionState,
@@ -79,7 +85,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
                 if span_id not in spans
             ]
     pending = session.poisoned_pending
-    poisoned = sorted(pending, key=lambda s: spans[s].order_key) if pending else []
+    poisoned = session.in_order(pending) if pending else []
     live_set = set(live)
     removal = live_set.union(poisoned) if poisoned else live_set
     if protected:
@@ -109,7 +115,7 @@ def decide(session: SessionState, event: EvictionRequested, emission: Emission) 
         if session.freeze_streak % settings.stall_after == 0:
             emission.fault(
                 FaultKind.PRUNING_STALLED,
-                sorted(session.stale, key=lambda s: spans[s].order_key),
+                session.in_order(session.stale),
                 {"request_id": event.request_id, "consecutive_freezes": session.freeze_streak},
             )
         for span_id in live:
@@ -161,12 +167,11 @@ def _keep_poisoned(
     leaving = set(dropped)
     protected = [s for s in session.poisoned_pending if s in session.protected]
     grouped = [s for s in droppable if s not in leaving]
-    spans = session.spans
     for kept, treatment in ((protected, "kept: protected"), (grouped, "kept: its tool pair stays")):
         if kept:
             emission.fault(
                 FaultKind.POISONED_SPAN,
-                sorted(kept, key=lambda s: spans[s].order_key),
+                session.in_order(kept),
                 {"request_id": event.request_id, "pinned": False, "treatment": treatment},
             )
 
@@ -253,13 +258,13 @@ def pinned_set(
             key, type_ = holds[at], holds[at + 1]
             at += 2
             entry = key_holders[key]
-            binder = (entry[0] if entry[0].__class__ is list else entry)[2]
+            binder = (entry[0] if isinstance(entry, list) else entry).span_id
             if binder != holder_id and binder in removal and binder not in pins:
                 mention = Mention(key=key, type=type_)
                 pins[binder] = Pin([holder_id], mention, [*pins[holder_id].path, binder])
                 queue.append(binder)
         for mention in holder.mentions:
-            bound_by = index.resolve(holder.order_key, mention)
+            bound_by = index.resolve(holder, mention)
             if (
                 bound_by is not None
                 and bound_by in removal
@@ -277,14 +282,14 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
     # The first user's mention is the first a walk over the candidate's bindings meets
     # for it: the smallest key (text form) the candidate binds for it, else the
     # smallest anaphor type. Each user's first need is kept as (its order key, key or
-    # None, type), and a Mention is made for the first user only.
+    # None, type, the user), and a Mention is made for the first user only.
     spans = session.spans
     index = session.referents
     key_holders = index.key_holders
     key_mentioners = index.key_mentioners
     pins: dict[str, Pin] = {}
-    for at in sorted([spans[span_id].order_key for span_id in removal]):
-        holds = spans[at[2]].holds
+    for candidate in sorted([spans[span_id] for span_id in removal], key=order_of):
+        holds = candidate.holds
         if not holds:
             continue  # binds nothing: nobody needs it
         bound: list[tuple[StoredKey, str, KeyHolders]] = []
@@ -296,7 +301,7 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
             at_pair += 2
             entry = key_holders.get(key)
             # ``first_holder`` inlined: this runs for every holding of every candidate.
-            if entry is not None and (entry[0] if entry[0].__class__ is list else entry) == at:
+            if entry is not None and (entry[0] if isinstance(entry, list) else entry) is candidate:
                 bound.append((key, type_, entry))
         if len(bound) > 1:
             # A key held twice counts under its first type.
@@ -305,26 +310,28 @@ def _direct_pins(session: SessionState, removal: set[str]) -> dict[str, Pin]:
                 firsts.setdefault(held[0], held)
             bound = list(firsts.values())
             sort_keyed(bound, None, _held_text)
-        needed: dict[str, tuple[OrderKey, StoredKey | None, str]] = {}
+        needed: dict[str, tuple[OrderKey, StoredKey | None, str, str]] = {}
         for key, type_, entry in bound:
-            if entry[0].__class__ is list:
+            if isinstance(entry, list):
                 for other in entry[1:]:
-                    if other[2] not in removal:
-                        needed.setdefault(other[2], (other, key, type_))
+                    user = other.span_id
+                    if user not in removal:
+                        needed.setdefault(user, (order_of(other), key, type_, user))
             for user in key_mentioners.get(key, ()):
                 if user not in removal and user not in needed:
-                    needed[user] = (spans[user].order_key, key, type_)
+                    needed[user] = (order_of(spans[user]), key, type_, user)
         for type_ in (holds[1],) if len(holds) == 2 else sorted(set(holds[1::2])):
-            for user_at in index.anaphors_bound_by(at, type_):
-                if user_at[2] not in removal:
-                    needed.setdefault(user_at[2], (user_at, None, type_))
+            for anaphor in index.anaphors_bound_by(candidate, type_):
+                user = anaphor.span_id
+                if user not in removal:
+                    needed.setdefault(user, (order_of(anaphor), None, type_, user))
         if needed:
             # One entry per user: the (unique) order keys decide every comparison.
             found = sorted(needed.values())
-            first, used, type_ = found[0]
-            users = [user_at[2] for user_at, _, _ in found]
+            users = [need[3] for need in found]
+            _, used, type_, _ = found[0]
             mention = Mention(type=type_) if used is None else Mention(key=used, type=type_)
-            pins[at[2]] = Pin(users, mention, [first[2], at[2]])
+            pins[candidate.span_id] = Pin(users, mention, [users[0], candidate.span_id])
     return pins
 
 
@@ -335,14 +342,14 @@ def _held_text(held: tuple[StoredKey, str, KeyHolders]) -> str:
 _KEY, _ANAPHOR = 0, 1
 """How a user needs a candidate, in the order the per-candidate walk tries them."""
 
-Edge = tuple[OrderKey, int, StoredKey]
-"""``(user's order key, how, key or type)``: a user's need of a candidate."""
+Edge = tuple[OrderKey, int, StoredKey, str]
+"""``(user's order key, how, key or type, user's id)``: a user's need of a candidate."""
 
 
-def _edge_text(edge: Edge) -> tuple[OrderKey, int, str]:
+def _edge_text(edge: Edge) -> tuple[OrderKey, int, str, str]:
     # An edge as its key's text form sorts it (bytes and str keys never compare).
-    at, how, name = edge
-    return at, how, key_text(name)
+    at, how, name, user = edge
+    return at, how, key_text(name), user
 
 
 def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, Pin]:
@@ -355,77 +362,79 @@ def _direct_pins_in_bulk(session: SessionState, removal: set[str]) -> dict[str, 
     """
     spans = session.spans
     index = session.referents
-    # By binder id (order keys are lists, never dict keys), with the binders' order
-    # keys aside, to sort them.
+    # By binder id, with the binders aside, to sort them.
     edges: dict[str, list[Edge]] = {}
-    binders: list[OrderKey] = []
+    binders: list[IndexedSpan] = []
 
-    def edges_of(binder: OrderKey) -> list[Edge]:
-        found = edges.get(binder[2])
+    def edges_of(binder: IndexedSpan) -> list[Edge]:
+        found = edges.get(binder.span_id)
         if found is None:
-            found = edges[binder[2]] = []
+            found = edges[binder.span_id] = []
             binders.append(binder)
         return found
 
     mentioners = index.key_mentioners
     for key, entry in index.key_holders.items():
-        first = entry[0]
-        if first.__class__ is not list:  # one holder: the entry is its order key
+        if not isinstance(entry, list):  # one holder: the entry is the span
             # Many keys have one holder and no mentioner: nobody else to need the binder.
-            if key not in mentioners or entry[2] not in removal:
+            if key not in mentioners or entry.span_id not in removal:
                 continue
             binder = entry
             found: list[Edge] | None = None
         else:  # two holders or more (see ``KeyHolders``)
-            binder = first
-            if binder[2] not in removal:
+            binder = entry[0]
+            if binder.span_id not in removal:
                 continue
             found = None
             # Short lists: plain loops, no comprehension to call per key.
-            for at in entry[1:]:
-                if at[2] not in removal:
+            for holder in entry[1:]:
+                if holder.span_id not in removal:
                     if found is None:
                         found = edges_of(binder)
-                    found.append((at, _KEY, key))
+                    found.append((order_of(holder), _KEY, key, holder.span_id))
         for user in mentioners.get(key, ()):
-            if user not in removal and user != binder[2]:
+            if user not in removal and user != binder.span_id:
                 if found is None:
                     found = edges_of(binder)
-                found.append((spans[user].order_key, _KEY, key))
+                found.append((order_of(spans[user]), _KEY, key, user))
     for type_, anaphors in index.anaphors.items():
         typed = index.type_holders.get(type_)
         if not typed:
             continue
         # Users come in order, so each one's binder (the latest holder of the type
-        # before it) is searched for from the previous one's.
+        # before it) is searched for from the previous one's, among the holders' order
+        # keys read once (a key function would read them again at every probe).
+        places = list(map(order_of, typed))
         after = 0
-        for user_at in anaphors:
-            if user_at[2] in removal:
+        for anaphor in anaphors:
+            if anaphor.span_id in removal:
                 continue
-            after = bisect_left(typed, user_at, after)
-            if after and typed[after - 1][2] in removal:
-                edges_of(typed[after - 1]).append((user_at, _ANAPHOR, type_))
+            place = order_of(anaphor)
+            after = bisect_left(places, place, after)
+            if after and typed[after - 1].span_id in removal:
+                edges_of(typed[after - 1]).append((place, _ANAPHOR, type_, anaphor.span_id))
     # One (frozen) Mention per type that pins, not one per pin, made when first needed:
     # a Mention costs as much as a dozen edges.
     anaphor_mentions: dict[str, Mention] = {}
     pins: dict[str, Pin] = {}
-    for binder in sorted(binders):
-        found = edges[binder[2]]
+    for binder in sorted(binders, key=order_of):
+        binder_id = binder.span_id
+        found = edges[binder_id]
         if len(found) == 1:
-            first, how, name = found[0]
-            user_ids = [first[2]]
+            _, how, name, user = found[0]
+            user_ids = [user]
         else:
             sort_keyed(found, None, _edge_text)
-            first, how, name = found[0]
-            user_ids = list(dict.fromkeys([user_at[2] for user_at, _, _ in found]))
+            _, how, name, _ = found[0]
+            user_ids = list(dict.fromkeys([edge[3] for edge in found]))
         if how == _KEY:
-            mention = Mention(key=name, type=_type_held(spans[binder[2]], name))
+            mention = Mention(key=name, type=_type_held(spans[binder_id], name))
         else:
             assert isinstance(name, str)  # an anaphor's edge names its type
             mention = anaphor_mentions.get(name) or anaphor_mentions.setdefault(
                 name, Mention(type=name)
             )
-        pins[binder[2]] = Pin(user_ids, mention, [user_ids[0], binder[2]])
+        pins[binder_id] = Pin(user_ids, mention, [user_ids[0], binder_id])
     return pins
 
 
@@ -600,7 +609,7 @@ def _request_recompute(session: SessionState, dropped: set[str], emission: Emiss
     for span_id in session.stale:
         wanted.add(span_id)
         wanted.update(session.neighbours(spans[span_id], dropped))
-    ordered = sorted(wanted, key=lambda s: spans[s].order_key)
+    ordered = session.in_order(wanted)
     reason = (
         f"FREEZE: {len(session.stale)} live span(s) rewritten since their last bound score; "
         "recompute them and their one-hop neighbours"

@@ -18,19 +18,51 @@ tail move of a removal from the middle is one C ``memmove``.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 from spanguard.streams.engine.keys import StoredKey
 
-OrderKey = list[Any]
-"""``[position, arrival counter, span id]``: a live span's place in the context order,
-compared like a tuple. One list per span, shared by every index that orders spans: a
-list and not a tuple so that a rewrite that keeps the spans' relative order moves a
-span by writing its position in place, and every sorted index stays sorted as it is
-(nothing is re-keyed or re-sorted). Never a dict key or a set member."""
+
+class IndexedSpan(Protocol):
+    """What the index reads of a live span (``state.SpanState``): the index's lists hold
+    the spans themselves, in context order (:data:`order_of`)."""
+
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def arrival(self) -> int: ...
+    @property
+    def holds(self) -> Holds: ...
+    @property
+    def mentions(self) -> tuple[Mention, ...]: ...
+
+
+OrderKey = tuple[int, int]
+"""``(position, arrival number)``: a live span's place in the context order. Arrival
+numbers are unique in a session, so no two live spans share one."""
+
+order_of: Callable[[IndexedSpan], OrderKey] = attrgetter("position", "arrival")
+"""The :data:`OrderKey` of a live span. Every index that orders spans holds the spans
+and sorts and bisects them by this key, read live (C-level: no Python call a probe):
+a rewrite that keeps the spans' relative order moves a span by writing its position,
+and every sorted index stays sorted as it is (nothing is re-keyed or re-sorted).
+A span keeps no key object of its own (a list of three was 80 B a span)."""
+
+
+def comes_before(first: IndexedSpan, second: IndexedSpan) -> bool:
+    """``order_of(first) < order_of(second)``, without building either key (asked for
+    every span entered: a new span mostly comes last)."""
+    position = first.position
+    return position < second.position or (
+        position == second.position and first.arrival < second.arrival
+    )
+
 
 Hold = tuple[StoredKey, str]
 """``(key, type)``: an entity a span holds, its key as the engine stores it. Read out of
@@ -73,36 +105,21 @@ def flat_holds(pairs: Collection[Hold]) -> Holds:
     return tuple(chain.from_iterable(pairs))  # linear where concatenating is quadratic
 
 
-KeyHolders = list[Any]
-"""A key's live holders in ``ReferentIndex.key_holders``: the :data:`OrderKey` of its
-one holder itself, or a sorted list of two or more order keys. Most keys have one
-holder, and a one-item list costs 64 B a key; the two are told apart by the first
-item, an int (a position) in an order key and a list in a list of them. Read it
-through :func:`holders_of` and :func:`first_holder`."""
+KeyHolders = IndexedSpan | list[IndexedSpan]
+"""A key's live holders in ``ReferentIndex.key_holders``: its one holder itself, or a
+list of two or more in context order. Most keys have one holder, and a one-item list
+costs 64 B a key; a list is a holder list, anything else a span. Read it through
+:func:`holders_of` and :func:`first_holder`."""
 
 
-def holders_of(entry: KeyHolders) -> Sequence[OrderKey]:
+def holders_of(entry: KeyHolders) -> Sequence[IndexedSpan]:
     """The holders a :data:`KeyHolders` entry stands for, in context order."""
-    return entry if entry[0].__class__ is list else (entry,)
+    return entry if isinstance(entry, list) else (entry,)
 
 
-def first_holder(entry: KeyHolders) -> OrderKey:
+def first_holder(entry: KeyHolders) -> IndexedSpan:
     """The earliest holder of a :data:`KeyHolders` entry (the key's binder)."""
-    first: OrderKey = entry[0]
-    return first if first.__class__ is list else entry
-
-
-class _Span(Protocol):
-    """What the index reads of a span (``state.SpanState``)."""
-
-    @property
-    def span_id(self) -> str: ...
-    @property
-    def order_key(self) -> OrderKey: ...
-    @property
-    def holds(self) -> Holds: ...
-    @property
-    def mentions(self) -> tuple[Mention, ...]: ...
+    return entry[0] if isinstance(entry, list) else entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,33 +147,32 @@ class ReferentIndex:
 
     def __init__(self) -> None:
         self.key_holders: dict[StoredKey, KeyHolders] = {}
-        """Per key, its live holders in order (:data:`KeyHolders`: the one holder's
-        order key, or a plain sorted list: most keys have one or two holders, and a
-        sorted-list object per key would cost more than it saves)."""
+        """Per key, its live holders in order (:data:`KeyHolders`: the one holder, or a
+        plain sorted list: most keys have one or two holders, and a sorted-list object
+        per key would cost more than it saves)."""
         self.key_mentioners: dict[StoredKey, set[str]] = {}
-        self.type_holders: dict[str, list[OrderKey]] = {}
-        self.anaphors: dict[str, list[OrderKey]] = {}
+        self.type_holders: dict[str, list[IndexedSpan]] = {}
+        self.anaphors: dict[str, list[IndexedSpan]] = {}
         """Per type, its holders / the spans with an anaphor of it, in order: plain sorted
         lists too (new spans come last, so an insert is an append)."""
 
     @classmethod
-    def build(cls, spans: Iterable[_Span]) -> ReferentIndex:
+    def build(cls, spans: Iterable[IndexedSpan]) -> ReferentIndex:
         """The index of ``spans``, built in bulk (the same contents as :meth:`add`
         for each span, one sort per index instead of one insert per entry)."""
         index = cls()
-        key_holders: dict[StoredKey, list[OrderKey]] = {}
-        type_holders: dict[str, list[OrderKey]] = {}
-        anaphors: dict[str, list[OrderKey]] = {}
+        key_holders: dict[StoredKey, list[IndexedSpan]] = {}
+        type_holders: dict[str, list[IndexedSpan]] = {}
+        anaphors: dict[str, list[IndexedSpan]] = {}
         mentioners = index.key_mentioners
         for span in spans:
-            at = span.order_key
             holds = span.holds
             if holds:
                 keys, types = _unique_holds(holds)
                 for key in keys:
-                    key_holders.setdefault(key, []).append(at)
+                    key_holders.setdefault(key, []).append(span)
                 for type_ in types:
-                    type_holders.setdefault(type_, []).append(at)
+                    type_holders.setdefault(type_, []).append(span)
             mentions = span.mentions
             if mentions:
                 span_id = span.span_id
@@ -166,83 +182,70 @@ class ReferentIndex:
                         mentioners.setdefault(mention.key, set()).add(span_id)
                     elif mention.type is not None and mention.type not in anaphor_types:
                         anaphor_types.add(mention.type)
-                        anaphors.setdefault(mention.type, []).append(at)
+                        anaphors.setdefault(mention.type, []).append(span)
         index.key_holders = {
-            key: holders[0] if len(holders) == 1 else sorted(holders)
+            key: holders[0] if len(holders) == 1 else sorted(holders, key=order_of)
             for key, holders in key_holders.items()
         }
         for entries in (*type_holders.values(), *anaphors.values()):
-            entries.sort()
+            entries.sort(key=order_of)
         index.type_holders = type_holders
         index.anaphors = anaphors
         return index
 
-    def add(
-        self,
-        span_id: str,
-        at: OrderKey,
-        holds: Holds,
-        mentions: Iterable[Mention],
-    ) -> None:
+    def add(self, span: IndexedSpan) -> None:
         """Enter a live span's holdings and mentions."""
-        keys, types = _unique_holds(holds)
+        keys, types = _unique_holds(span.holds)
         key_holders = self.key_holders
         for key in keys:
             holders = key_holders.get(key)
             if holders is None:
-                key_holders[key] = at
-            elif holders[0].__class__ is list:
-                insort(holders, at)
+                key_holders[key] = span
+            elif isinstance(holders, list):
+                insort(holders, span, key=order_of)
             else:
-                key_holders[key] = [holders, at] if holders < at else [at, holders]
+                key_holders[key] = (
+                    [holders, span] if comes_before(holders, span) else [span, holders]
+                )
         for type_ in types:
-            _insert(self.type_holders, type_, at)
+            _insert(self.type_holders, type_, span)
         anaphor_types: set[str] = set()
-        for mention in mentions:
+        for mention in span.mentions:
             if mention.key is not None:
-                self.key_mentioners.setdefault(mention.key, set()).add(span_id)
+                self.key_mentioners.setdefault(mention.key, set()).add(span.span_id)
             elif mention.type is not None and mention.type not in anaphor_types:
                 anaphor_types.add(mention.type)
-                _insert(self.anaphors, mention.type, at)
+                _insert(self.anaphors, mention.type, span)
 
-    def remove(
-        self,
-        span_id: str,
-        at: OrderKey,
-        holds: Holds,
-        mentions: Sequence[Mention],
-    ) -> None:
-        """Take a span's holdings and mentions out (the exact inverse of :meth:`add`)."""
-        for type_ in self._remove_keys(span_id, at, holds, mentions):
-            _discard(self.type_holders, type_, at)
+    def remove(self, span: IndexedSpan) -> None:
+        """Take a span's holdings and mentions out (the exact inverse of :meth:`add`),
+        under the place it was entered at: its position is not changed in between."""
+        mentions = span.mentions
+        for type_ in self._remove_keys(span):
+            _discard(self.type_holders, type_, span)
         for mention in mentions:
             if mention.key is None and mention.type is not None:
-                _discard(self.anaphors, mention.type, at)
+                _discard(self.anaphors, mention.type, span)
 
-    def _remove_keys(
-        self,
-        span_id: str,
-        at: OrderKey,
-        holds: Holds,
-        mentions: Sequence[Mention],
-    ) -> Iterable[str]:
+    def _remove_keys(self, span: IndexedSpan) -> Iterable[str]:
         """Take a span out of the per-key indexes; returns the types it holds (each once)."""
-        keys, types = _unique_holds(holds)
+        keys, types = _unique_holds(span.holds)
         key_holders = self.key_holders
         for key in keys:
             holders = key_holders.get(key)
             if holders is None:
                 continue
-            if holders[0].__class__ is not list:
-                if holders == at:
+            if not isinstance(holders, list):
+                if holders is span:
                     del key_holders[key]
                 continue
-            where = bisect_left(holders, at)
-            if where < len(holders) and holders[where] == at:
+            where = bisect_left(holders, order_of(span), key=order_of)
+            if where < len(holders) and holders[where] is span:
                 del holders[where]
                 if len(holders) == 1:
                     key_holders[key] = holders[0]
-        for mention in mentions:
+        span_id = span.span_id
+        for mention in span.mentions:
             if mention.key is not None:
                 users = self.key_mentioners.get(mention.key)
                 if users is not None:
@@ -251,7 +254,7 @@ class ReferentIndex:
                         del self.key_mentioners[mention.key]
         return types
 
-    def remove_many(self, leaving: set[str], spans: Iterable[_Span]) -> None:
+    def remove_many(self, leaving: set[str], spans: Iterable[IndexedSpan]) -> None:
         """:meth:`remove` for each of ``spans``, the live spans of ``leaving`` (their
         ids), with the same result: each list they are in is filtered once, instead of
         losing one entry per span (only the lists of what they hold or mention: the
@@ -275,10 +278,10 @@ class ReferentIndex:
         key_holders = self.key_holders
         for key in keys:
             holders = key_holders[key]
-            if holders[0].__class__ is not list:
+            if not isinstance(holders, list):
                 del key_holders[key]  # its one holder leaves
                 continue
-            kept = [at for at in holders if at[2] not in leaving]
+            kept = [holder for holder in holders if holder.span_id not in leaving]
             if len(kept) > 1:
                 holders[:] = kept
             elif kept:
@@ -294,64 +297,68 @@ class ReferentIndex:
             if not users:
                 del key_mentioners[key]
 
-    def resolve(self, at: OrderKey, mention: Mention) -> str | None:
-        """The span id that binds ``mention`` made by the span at ``at``, if any."""
+    def resolve(self, span: IndexedSpan, mention: Mention) -> str | None:
+        """The span id that binds ``mention`` made by ``span``, if any."""
         if mention.key is not None:
             holders = self.key_holders.get(mention.key)
-            return None if holders is None else first_holder(holders)[2]
+            return None if holders is None else first_holder(holders).span_id
         if mention.type is None:
             return None
-        holders = self.type_holders.get(mention.type)
-        if not holders:
+        typed = self.type_holders.get(mention.type)
+        if not typed:
             return None
-        before = bisect_left(holders, at)
-        return holders[before - 1][2] if before else None
+        before = bisect_left(typed, order_of(span), key=order_of)
+        return typed[before - 1].span_id if before else None
 
-    def dependent_ids(self, at: OrderKey, holds: Holds) -> set[str]:
-        """The ids of the live spans with a mention that the span at ``at`` binds: the
-        other holders and the mentioners of each key it holds first, the anaphors of
-        each type it holds up to that type's next holder. Ids only, in no order: a
-        rewrite asks for every binder that leaves or is re-held, and needs neither the
+    def dependent_ids(self, span: IndexedSpan) -> set[str]:
+        """The ids of the live spans with a mention that ``span`` binds: the other
+        holders and the mentioners of each key it holds first, the anaphors of each
+        type it holds up to that type's next holder. Ids only, in no order: a rewrite
+        asks for every binder that leaves or is re-held, and needs neither the
         mentions nor their order."""
-        span_id = at[2]
         found: set[str] = set()
         key_holders = self.key_holders
         key_mentioners = self.key_mentioners
         types: set[str] = set()
-        at_pair = 0
-        while at_pair < len(holds):  # its pairs in place (see ``Holds``)
-            key = holds[at_pair]
-            types.add(holds[at_pair + 1])
-            at_pair += 2
+        holds = span.holds
+        at = 0
+        while at < len(holds):  # its pairs in place (see ``Holds``)
+            key = holds[at]
+            types.add(holds[at + 1])
+            at += 2
             entry = key_holders.get(key)
             if entry is None:
                 continue
             # ``holders_of`` inlined: this runs for every holding of every binder.
-            if entry[0].__class__ is list:
-                if entry[0] != at:
+            if isinstance(entry, list):
+                if entry[0] is not span:
                     continue
-                found.update(other[2] for other in entry[1:])
-            elif entry != at:
+                found.update([other.span_id for other in entry[1:]])
+            elif entry is not span:
                 continue
             users = key_mentioners.get(key)
             if users:
                 found.update(users)
-        found.discard(span_id)
+        found.discard(span.span_id)
         for type_ in types:
-            found.update(user_at[2] for user_at in self.anaphors_bound_by(at, type_))
+            found.update([user.span_id for user in self.anaphors_bound_by(span, type_)])
         return found
 
-    def anaphors_bound_by(self, at: OrderKey, type_: str) -> list[OrderKey]:
-        """The order keys of the anaphors of ``type_`` that the span at ``at``, a holder
-        of the type, binds, in order."""
+    def anaphors_bound_by(self, span: IndexedSpan, type_: str) -> list[IndexedSpan]:
+        """The anaphors of ``type_`` that ``span``, a holder of the type, binds, in
+        order."""
         users = self.anaphors.get(type_)
         if not users:
             return []
         holders = self.type_holders[type_]
-        after = bisect_right(holders, at)
-        # Anaphors after ``at`` up to and including the next holder of the type.
-        first = bisect_right(users, at)
-        last = bisect_right(users, holders[after]) if after < len(holders) else len(users)
+        place = order_of(span)
+        after = bisect_right(holders, place, key=order_of)
+        # Anaphors after ``span`` up to and including the next holder of the type.
+        first = bisect_right(users, place, key=order_of)
+        if after < len(holders):
+            last = bisect_right(users, order_of(holders[after]), key=order_of)
+        else:
+            last = len(users)
         return users[first:last]
 
 
@@ -369,33 +376,33 @@ Name = TypeVar("Name", bound=StoredKey)
 """A key or a type: what an index lists holders under."""
 
 
-def _insert(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:
+def _insert(index: dict[Name, list[IndexedSpan]], name: Name, span: IndexedSpan) -> None:
     entries = index.get(name)
     if entries is None:
-        index[name] = [at]
-    elif entries[-1] < at:
-        entries.append(at)  # the common case: a new span comes last
+        index[name] = [span]
+    elif comes_before(entries[-1], span):
+        entries.append(span)  # the common case: a new span comes last
     else:
-        insort(entries, at)
+        insort(entries, span, key=order_of)
 
 
-def _leave(index: dict[Name, list[OrderKey]], leaving: set[str], names: Iterable[Name]) -> None:
+def _leave(index: dict[Name, list[IndexedSpan]], leaving: set[str], names: Iterable[Name]) -> None:
     """Take the spans of ``leaving`` out of the lists of ``names`` (each holds one)."""
     for name in names:
         entries = index[name]
-        kept = [at for at in entries if at[2] not in leaving]
+        kept = [span for span in entries if span.span_id not in leaving]
         if kept:
             entries[:] = kept
         else:
             del index[name]
 
 
-def _discard(index: dict[Name, list[OrderKey]], name: Name, at: OrderKey) -> None:
+def _discard(index: dict[Name, list[IndexedSpan]], name: Name, span: IndexedSpan) -> None:
     entries = index.get(name)
     if entries is None:
         return
-    where = bisect_left(entries, at)
-    if where < len(entries) and entries[where] == at:
+    where = bisect_left(entries, order_of(span), key=order_of)
+    if where < len(entries) and entries[where] is span:
         del entries[where]
     if not entries:
         del index[name]

@@ -27,7 +27,7 @@ from spanguard.streams.engine.drift import open_window
 from spanguard.streams.engine.emit import Emission
 from spanguard.streams.engine.holdings import Holdings, HoldingsBuilder
 from spanguard.streams.engine.keys import key_text
-from spanguard.streams.engine.referent_index import Mention, first_holder
+from spanguard.streams.engine.referent_index import Mention, first_holder, order_of
 from spanguard.streams.engine.state import (
     BULK_SHARE,
     Reshape,
@@ -173,7 +173,7 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
         if entry.derived_from and entry.span_id not in staying_gone
         for parent in entry.derived_from
     }
-    missing = sorted((spans[s] for s in spans.keys() - in_snapshot), key=_ORDER)
+    missing = sorted((spans[s] for s in spans.keys() - in_snapshot), key=order_of)
     for span in missing:
         if base is not None and span.added_seq > base:
             placed((len(event.context) + len(diff.kept_late), span))
@@ -185,15 +185,12 @@ def _diff(session: SessionState, event: ContextRewritten) -> _Diff:
     return diff
 
 
-_ORDER = operator.attrgetter("order_key")
-
-
 def _keeps_order(diff: _Diff) -> bool:
     """Whether the spans that stay live keep their order relative to each other (the
     common rewrite: spans merged, condensed or inserted, nothing moved past another).
     Then the order keys move in place (no index is re-sorted), and only the mentions
     that a removed or re-held span could have bound are resolved before and after."""
-    old = [span.order_key for _, span in diff.placed]
+    old = [order_of(span) for _, span in diff.placed]
     return all(map(operator.lt, old, itertools.islice(old, 1, None)))
 
 
@@ -208,7 +205,7 @@ def _affected_spans(session: SessionState, diff: _Diff, holdings: dict[str, Hold
     affected = {span_id for span_id in holdings if span_id in spans}
     binders = [*diff.merged, *diff.ungated, *(spans[span_id] for span_id in affected)]
     for binder in binders:
-        affected |= index.dependent_ids(binder.order_key, binder.holds)
+        affected |= index.dependent_ids(binder)
     return affected
 
 
@@ -317,8 +314,8 @@ def resolve(
     found: dict[str, list[str | None]] = {}
     for span_id, mentions in wanted.items():
         if mentions:
-            at = spans[span_id].order_key
-            found[span_id] = [index.resolve(at, mention) for mention in mentions]
+            span = spans[span_id]
+            found[span_id] = [index.resolve(span, mention) for mention in mentions]
     return found
 
 
@@ -336,15 +333,15 @@ def resolve_in_order(
     spans = session.spans
     latest: dict[str, str] = {}
     found: dict[str, list[str | None]] = {}
-    for at in session.order:
-        span_id = at[2]
+    for span in session.order:
+        span_id = span.span_id
         mentions = wanted.get(span_id)
         if mentions:
             binders: list[str | None] = []
             for mention in mentions:
                 if mention.key is not None:
                     holders = key_holders.get(mention.key)
-                    binders.append(None if holders is None else first_holder(holders)[2])
+                    binders.append(None if holders is None else first_holder(holders).span_id)
                 elif mention.type is not None:
                     binders.append(latest.get(mention.type))
                 else:

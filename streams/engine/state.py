@@ -26,12 +26,18 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Protocol
 
 from spanguard.streams.engine.gone import GoneSpans
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
-from spanguard.streams.engine.referent_index import Holds, Mention, OrderKey, ReferentIndex
+from spanguard.streams.engine.referent_index import (
+    Holds,
+    Mention,
+    ReferentIndex,
+    comes_before,
+    order_of,
+)
 
 Digest = bytes | str
 """A text's sha256 as held in state: its 32 raw bytes (65 B an object where the 64-char
@@ -108,18 +114,19 @@ _NO_EXTRA = SpanExtra()
 class SpanState:
     """What the engine knows of one live span (hashes only, never text).
 
-    Its position and arrival number are those of its :attr:`order_key` (one copy, shared
-    by every index), its bound score is four of its fields (:attr:`bound` reads them as
-    a :class:`BoundScore`), and the fields few spans have (lineage, surfaces, the two
-    flags, the bound score's query) are in one optional :class:`SpanExtra`: a span is 15
-    slots, 152 B, where a slot per field and a bound score object cost 176 + 72. Changed
-    only through
-    :class:`SessionState`, which keeps the indexes in step.
+    The indexes that order spans hold the span itself and read its place live
+    (:data:`~spanguard.streams.engine.referent_index.order_of`), its bound score is four
+    of its fields (:attr:`bound` reads them as a :class:`BoundScore`), and the fields
+    few spans have (lineage, surfaces, the two flags, the bound score's query) are in one
+    optional :class:`SpanExtra`: a span is 16 slots, 160 B, where a slot per field and a
+    bound score object cost 184 + 72. Changed only through :class:`SessionState`, which
+    keeps the indexes in step.
     """
 
     __slots__ = (
         "added_seq",
         "answers",
+        "arrival",
         "bound_id",
         "bound_score",
         "bound_seq",
@@ -127,7 +134,7 @@ class SpanState:
         "extra",
         "holds",
         "mentions",
-        "order_key",
+        "position",
         "role",
         "span_id",
         "stale_rewrites",
@@ -160,10 +167,12 @@ class SpanState:
         """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
         :attr:`text_sha256`)."""
         self.tokens = shared_int(tokens)
-        self.order_key: OrderKey = [shared_int(position), shared_int(arrival), span_id]
-        """This span's place in the context order: ``[position, arrival, span id]``, one
-        list shared by every index (see
-        :data:`~spanguard.streams.engine.referent_index.OrderKey`)."""
+        self.position = shared_int(position)
+        """The span's place in the context, as the harness numbered it (written in place
+        by a rewrite that keeps the order: see :meth:`SessionState.reshape`)."""
+        self.arrival = shared_int(arrival)
+        """The span's arrival number in its session: unique among them, it breaks ties of
+        position in the context order, and names where its state record lives."""
         self.added_seq = shared_int(added_seq)
         self.stale_rewrites = stale_rewrites
         self.bound_id: str | None = None
@@ -193,7 +202,8 @@ class SpanState:
             self.span_id,
             self.text_digest,
             self.tokens,
-            self.order_key,
+            self.position,
+            self.arrival,
             self.added_seq,
             self.stale_rewrites,
             self.bound_id,
@@ -216,18 +226,6 @@ class SpanState:
 
     def __repr__(self) -> str:
         return f"SpanState{self._fields()!r}"
-
-    @property
-    def position(self) -> int:
-        """The span's place in the context, as the harness numbered it."""
-        position: int = self.order_key[0]
-        return position
-
-    @property
-    def arrival(self) -> int:
-        """The span's arrival number in its session (where its state record lives)."""
-        arrival: int = self.order_key[1]  # not int(...): a call on every read
-        return arrival
 
     @property
     def text_sha256(self) -> str:
@@ -352,7 +350,7 @@ def rank_key(span: SpanState) -> ScoreKey:
     a ranked span). Read live: a ranking is rebuilt whenever positions move
     (:meth:`SessionState.reindex`), and a span leaves its ranking before its score
     changes."""
-    return (span.bound_score, span.order_key[0], span.span_id)
+    return (span.bound_score, span.position, span.span_id)
 
 
 bound_score = attrgetter("bound_score")
@@ -456,10 +454,10 @@ class SessionState:
     """The last ``drift_series_points`` points of the current drift streak."""
     drift_consecutive: int = 0
     """Drifting rewrites in a row (the whole streak, however long)."""
-    order: list[OrderKey] = field(default_factory=list)
-    """Live spans' order keys, sorted (a plain list: a new span mostly comes last, and
-    a removal from the middle is one C ``memmove``; a sorted-list object costs ~300 B
-    a session even when small)."""
+    order: list[SpanState] = field(default_factory=list)
+    """Live spans in context order (:func:`order_of`; a plain list: a new span mostly
+    comes last, and a removal from the middle is one C ``memmove``; a sorted-list object
+    costs ~300 B a session even when small)."""
     scores: dict[str | None, list[SpanState]] = field(default_factory=dict)
     """Per query, the ranked spans, sorted by :func:`rank_key` (plain lists too)."""
     stale: AbstractSet[str] = _NONE
@@ -522,12 +520,11 @@ class SessionState:
         self.spans[span.span_id] = span
 
     def _enter(self, span: SpanState) -> None:
-        key = span.order_key
         order = self.order
-        if not order or order[-1] < key:
-            order.append(key)  # the common case: a new span comes last
+        if not order or comes_before(order[-1], span):
+            order.append(span)  # the common case: a new span comes last
         else:
-            insort(order, key)
+            insort(order, span, key=order_of)
         self.live_tokens += span.tokens
         extra = span.extra
         if extra is not None:
@@ -537,7 +534,7 @@ class SessionState:
                 self.protected = _added(self.protected, span.span_id)
         for call in span.call_ids:
             _link(self.call_spans, call, span.span_id)
-        self.referents.add(span.span_id, key, span.holds, span.mentions)
+        self.referents.add(span)
         self._index_score(span)
         self._track_stale(span)
 
@@ -580,13 +577,20 @@ class SessionState:
                     if other not in found:
                         found.add(other)
                         queue.append(self.spans[other])
-        return sorted(found, key=lambda s: self.spans[s].order_key)
+        return self.in_order(found)
+
+    def in_order(self, span_ids: Iterable[str]) -> list[str]:
+        """The live spans of ``span_ids``, in context order (sorted by a C-level key,
+        no Python call a span)."""
+        spans = self.spans
+        ordered = sorted([spans[span_id] for span_id in span_ids], key=order_of)
+        return [span.span_id for span in ordered]
 
     def remove_span(self, span_id: str, seq: int) -> SpanState:
         """Take a live span out of every index and remember it as gone at ``seq``."""
         span = self.spans.pop(span_id)
-        _remove(self.order, span.order_key)
-        self.referents.remove(span.span_id, span.order_key, span.holds, span.mentions)
+        _remove(self.order, span)
+        self.referents.remove(span)
         self._unindex_score(span)
         self._leave(span, seq)
         return span
@@ -595,7 +599,7 @@ class SessionState:
         # What every removal does besides the sorted indexes (and the score sums, which
         # need the poisoned set as it was: callers settle them first).
         span_id = span.span_id
-        arrival = span.order_key[1]  # the property costs a call
+        arrival = span.arrival
         self.live_tokens -= span.tokens
         self._unlink_child(span)
         leaving = (span_id,)
@@ -640,7 +644,7 @@ class SessionState:
                 self._unlink_child(span)
                 self._unlink_calls(span)
             # The arrival straight from the order key: the property costs a call a span.
-            departed.append((span_id, span.stale_rewrites, span.order_key[1], _keys(span)))
+            departed.append((span_id, span.stale_rewrites, span.arrival, _keys(span)))
         self.gone.leave_many(seq, departed)
         changes = self.changes
         if changes is not None:
@@ -649,7 +653,7 @@ class SessionState:
         leaving = set(span_ids)
         self.stale = _without(self.stale, leaving)
         self.poisoned_pending = _without(pending, leaving)
-        self.order = [key for key in self.order if key[2] not in leaving]
+        self.order = [span for span in self.order if span.span_id not in leaving]
         for query, ranked in list(self.scores.items()):
             kept = [span for span in ranked if span.span_id not in leaving]
             if len(kept) == len(ranked):
@@ -685,12 +689,12 @@ class SessionState:
         index = self.referents
         reheld: list[SpanState] = []
         if change.in_order:
-            # Spans whose holdings change leave the referent index under their old order
-            # key; they come back, re-keyed, with their new holdings below.
+            # Spans whose holdings change leave the referent index at their old place;
+            # they come back, at their new one, with their new holdings below.
             for span_id, new in change.holdings.items():
                 old = spans.get(span_id)
                 if old is not None and (old.holds, old.mentions) != (new.holds, new.mentions):
-                    index.remove(span_id, old.order_key, old.holds, old.mentions)
+                    index.remove(old)
                     reheld.append(old)
         touched: list[SpanState] = []
         for span, sha256_hex in change.retexted:
@@ -707,9 +711,9 @@ class SessionState:
             self._admit(span)
         for position, span in change.placed:
             if span.position != position:
-                # Written in place: the key is shared by every index, and with the order
-                # kept each of them stays sorted.
-                span.order_key[0] = shared_int(position)
+                # Written in place: every index holds the span and reads its place live,
+                # and with the order kept each of them stays sorted.
+                span.position = shared_int(position)
                 touched.append(span)
         for span_id, held in change.holdings.items():
             span = spans[span_id]
@@ -726,9 +730,9 @@ class SessionState:
         self._touch_all(touched)
         if change.in_order:
             for span in change.created:
-                insort(self.order, span.order_key)
+                insort(self.order, span, key=order_of)
             for span in [*reheld, *change.created]:
-                index.add(span.span_id, span.order_key, span.holds, span.mentions)
+                index.add(span)
         self.reindex(in_order=change.in_order)
 
     # -- scores ----------------------------------------------------------
@@ -804,17 +808,17 @@ class SessionState:
         the same decision: adjacency skips over them)."""
         found: list[str] = []
         order = self.order
-        at = bisect_left(order, span.order_key)
+        at = bisect_left(order, order_of(span), key=order_of)
         before = at - 1
-        while before >= 0 and order[before][2] in leaving:
+        while before >= 0 and order[before].span_id in leaving:
             before -= 1
         if before >= 0:
-            found.append(order[before][2])
+            found.append(order[before].span_id)
         after = at + 1
-        while after < len(order) and order[after][2] in leaving:
+        while after < len(order) and order[after].span_id in leaving:
             after += 1
         if after < len(order):
-            found.append(order[after][2])
+            found.append(order[after].span_id)
         found.extend(p for p in span.derived_from if p in self.spans and p not in leaving)
         found.extend(c for c in self.children.get(span.span_id, ()) if c not in leaving)
         return found
@@ -861,7 +865,7 @@ class SessionState:
             for call in span.call_ids:
                 _link(call_spans, call, span.span_id)
         if not in_order:
-            self.order = sorted([span.order_key for span in spans])
+            self.order = sorted(spans, key=order_of)
             self.referents = ReferentIndex.build(spans)
         self.scores = {query: sorted(spans, key=rank_key) for query, spans in ranked.items()}
         self.stale = stale or _NONE
@@ -889,12 +893,12 @@ def _without(members: AbstractSet[str], leaving: Iterable[str]) -> AbstractSet[s
     return members
 
 
-def _remove(ordered: list[Any], key: object) -> None:
-    """Take ``key`` out of a sorted list that holds it."""
-    at = bisect_left(ordered, key)
-    if at == len(ordered) or ordered[at] != key:
-        raise ValueError(f"{key!r} is not in the index")
-    del ordered[at]
+def _remove(order: list[SpanState], span: SpanState) -> None:
+    """Take ``span`` out of the context order, which holds it."""
+    at = bisect_left(order, order_of(span), key=order_of)
+    if at == len(order) or order[at] is not span:
+        raise ValueError(f"{span.span_id!r} is not in the context order")
+    del order[at]
 
 
 def _link(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:

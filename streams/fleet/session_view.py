@@ -34,7 +34,7 @@ def session_view(
         "session_id": session_id,
         "status": "live" if state is not None else ("closed" if closed else "unknown"),
         "counters": _counters(state) if state is not None else None,
-        "spans": [_span(state, key[2]) for key in state.order] if state is not None else [],
+        "spans": [_span(state, span.span_id) for span in state.order] if state is not None else [],
         "lineage": _lineage(state, recent),
         "pins": [o for o in outputs if o.get("type") == "span.pinned"],
         "faults": [o for o in outputs if o.get("type") == "integrity.fault"],

@@ -14,9 +14,9 @@ from spanguard.schemas.codec import encode_output
 from spanguard.streams.engine.changes import SessionChanges
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
-from spanguard.streams.engine.referent_index import Mention, ReferentIndex, holders_of
+from spanguard.streams.engine.referent_index import Mention, ReferentIndex, holders_of, order_of
 from spanguard.streams.engine.rewrite import resolve_in_order
-from spanguard.streams.engine.state import SessionState, _link, _unlink, rank_key
+from spanguard.streams.engine.state import SessionState, SpanState, _link, _unlink, rank_key
 from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
 
@@ -45,14 +45,16 @@ def snapshot(state: SessionState) -> tuple[object, ...]:
 
 
 def _check_key_holders(index: ReferentIndex) -> None:
-    # ``KeyHolders``: a key's one holder is its order key itself, two or more a sorted
-    # list of them (a one-item list would read the same and cost 64 B more).
+    # ``KeyHolders``: a key's one holder is the span itself, two or more a list of them
+    # in context order (a one-item list would read the same and cost 64 B more).
     for key, entry in index.key_holders.items():
         holders = holders_of(entry)
         if len(holders) == 1:
-            assert entry is holders[0] and not isinstance(entry[0], list), key
+            assert entry is holders[0] and isinstance(entry, SpanState), key
         else:
-            assert entry == sorted(entry) and all(isinstance(at, list) for at in entry), key
+            assert isinstance(entry, list), key
+            assert entry == sorted(entry, key=order_of), key
+            assert all(isinstance(span, SpanState) for span in entry), key
 
 
 def _dirty(state: SessionState) -> set[int]:
@@ -96,7 +98,7 @@ def test_resolving_in_one_pass_equals_resolving_each_mention(script_actions: lis
         wanted = {span_id: asked for span_id in state.spans}
         found = resolve_in_order(state, wanted)
         for span_id, span in state.spans.items():
-            expected = [state.referents.resolve(span.order_key, m) for m in asked]
+            expected = [state.referents.resolve(span, m) for m in asked]
             assert found.get(span_id, []) == (expected if asked else [])
 
 
@@ -139,7 +141,7 @@ def test_a_rewrite_that_reorders_rebuilds_the_referent_index() -> None:
     ]
     state = engine.session(script.tenant, script.session_id)
     assert state is not None
-    assert [at[2] for at in state.referents.type_holders["account"]] == ["s2", "s0"]
+    assert [span.span_id for span in state.referents.type_holders["account"]] == ["s2", "s0"]
 
 
 @given(st.lists(st.tuples(st.booleans(), st.sampled_from("pq"), st.sampled_from("abc"))))

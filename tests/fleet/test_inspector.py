@@ -17,7 +17,7 @@ def test_broken_session_view_has_spans_counters_lineage_and_timeline() -> None:
     state = result.engine.session("acme", "sess-b")
     view = session_view("acme", "sess-b", state, result.recent.get("acme", "sess-b"))
     assert view is not None and view["status"] == "live"
-    assert [s["span_id"] for s in view["spans"]] == [key[2] for key in state.order]  # type: ignore[union-attr]
+    assert [s["span_id"] for s in view["spans"]] == [span.span_id for span in state.order]  # type: ignore[union-attr]
     for span in view["spans"]:
         assert len(span["hash"]) == 12
         assert span["score"]["status"] in {"bound", "stale", "unscored"}

@@ -10,7 +10,7 @@ and knows nothing of blocks or chunks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
 BLOCK_SPANS = 8
@@ -20,16 +20,29 @@ TAIL_SPANS = 4
 CHUNK_IDS = 16
 """Duplicate-window ids per chunk record; the open chunk travels in the header."""
 
+SLOT_BYTES = 8
+"""What an arrival costs in :class:`SessionChanges`' list of span ids: one pointer."""
+SPILLED_BYTES = 64
+"""What an arrival costs in the dict of spilled spans: its share of the dict's table
+(30 to 45 B, with headroom) and its key, an int object of 28 B past 256."""
+SPILL_EVERY = 64
+"""Arrivals between two looks for a sparse prefix to spill: the list of span ids outgrows
+what it must hold by at most this many slots, and the look (a scan of the list) costs
+a few instructions an arrival."""
+
 _CLEAN: frozenset[int] = frozenset()
 """``dirty_blocks`` of a session with no block to write: most sessions, between two
 drains (an empty set costs 216 B a session, the placeholder nothing)."""
 
 
 class SessionChanges:
-    """One session's change tracking: which blocks and chunks a drain must write."""
+    """One session's change tracking: which blocks and chunks a drain must write, and
+    which span holds each arrival (what a block holds)."""
 
     __slots__ = (
-        "by_arrival",
+        "_base",
+        "_ids",
+        "_spilled",
         "dirty_blocks",
         "done_chunks",
         "open_chunk",
@@ -38,8 +51,21 @@ class SessionChanges:
     )
 
     def __init__(self) -> None:
-        self.by_arrival: dict[int, str] = {}
-        """Arrival number -> span id, for live and gone spans (what each block holds)."""
+        # Which span holds each arrival, live or gone (what each block holds; see
+        # :meth:`span_at`). Arrivals are dense small ints, one a span added or created,
+        # so a list indexed by ``arrival - _base`` holds them at a pointer an arrival,
+        # where a dict took about 36 B (1.4 KB a simulated session). A vacated arrival
+        # is None. ``_base`` moves up in whole blocks as the oldest arrivals are
+        # vacated (gone spans forgotten: ``max_gone_spans``); the few old spans that
+        # stay (a system prompt, live for good) move to the ``_spilled`` dict rather
+        # than keep a slot for every arrival after theirs (:meth:`_spill`).
+        self._ids: list[str | None] = []
+        """Span id by ``arrival - _base``; None: vacated (or never placed)."""
+        self._base = 0
+        """The arrival of ``_ids[0]``, a multiple of ``BLOCK_SPANS``."""
+        self._spilled: dict[int, str] | None = None
+        """Span id by arrival, for placed arrivals below ``_base`` (None: there are none,
+        as in most sessions)."""
         self.persisted_below = 0
         """Arrivals below this live in block records; newer ones in the header's tail."""
         self.dirty_blocks: AbstractSet[int] = _CLEAN
@@ -64,15 +90,127 @@ class SessionChanges:
         if blocks:
             self._dirty().update(blocks)
 
+    def span_at(self, arrival: int) -> str | None:
+        """The span holding ``arrival``, live or gone (None: vacated, or never placed)."""
+        at = arrival - self._base
+        if at >= 0:
+            ids = self._ids
+            return ids[at] if at < len(ids) else None
+        spilled = self._spilled
+        return None if spilled is None else spilled.get(arrival)
+
+    def span_ids(self, start: int, stop: int) -> list[str]:
+        """The spans holding the arrivals in [start, stop), oldest first (a block's, or
+        the header's tail: one slice of the list)."""
+        if stop <= start:
+            return []
+        base = self._base
+        window = self._ids[max(0, start - base) : max(0, stop - base)]
+        if None in window:  # most blocks have no vacated arrival: no filtering pass
+            window = [span_id for span_id in window if span_id is not None]
+        found: list[str] = window  # type: ignore[assignment]  # no None left in it
+        spilled = self._spilled
+        if spilled is None or start >= base:
+            return found
+        older = [spilled[a] for a in range(start, min(stop, base)) if a in spilled]
+        return older + found
+
+    def placed(self) -> Iterator[tuple[int, str]]:
+        """``(arrival, span id)`` of every placed arrival, oldest first (for checks: a
+        drain reads blocks with :meth:`span_ids`)."""
+        if self._spilled is not None:
+            yield from sorted(self._spilled.items())
+        base = self._base
+        for at, span_id in enumerate(self._ids):
+            if span_id is not None:
+                yield base + at, span_id
+
     def place(self, arrival: int, span_id: str) -> None:
-        """A span took ``arrival`` (a new span, or one restored)."""
-        self.by_arrival[arrival] = span_id
+        """A span took ``arrival`` (a new one, or one back under a new arrival): mark its
+        block."""
+        ids = self._ids
+        if arrival - self._base == len(ids):
+            ids.append(span_id)  # the common case: the newest arrival, next in the list
+        else:
+            self._put(arrival, span_id)
+        if not arrival % SPILL_EVERY:
+            self._spill()
         self.touch(arrival)
+
+    def reload(self, arrival: int, span_id: str) -> None:
+        """A restored span holds ``arrival``: as :meth:`place`, but its block is written as
+        it is (nothing to mark). Restoring places arrivals in any order, with gaps where
+        spans were forgotten: :meth:`compact` once all are placed."""
+        self._put(arrival, span_id)
 
     def vacate(self, arrival: int) -> None:
         """The span of ``arrival`` is forgotten or came back under a new arrival."""
-        self.by_arrival.pop(arrival, None)
+        at = arrival - self._base
+        ids = self._ids
+        if 0 <= at < len(ids):
+            ids[at] = None  # the slot goes when its block does (:meth:`_spill`)
+        elif at < 0 and self._spilled is not None:
+            self._spilled.pop(arrival, None)
+            if not self._spilled:
+                self._spilled = None
         self.touch(arrival)
+
+    def compact(self) -> None:
+        """Give up the slots of a sparse prefix of arrivals (after a restore: a new span
+        does it every ``SPILL_EVERY`` arrivals)."""
+        self._spill()
+
+    def _put(self, arrival: int, span_id: str) -> None:
+        """Place ``arrival`` anywhere: below the list, past its end or in it."""
+        ids = self._ids
+        base = self._base
+        if arrival < base:
+            if self._spilled is not None:
+                # Spans below the list are in the dict (it exists): so is this one.
+                self._spilled[arrival] = span_id
+                return
+            # A restore placing an older block after a newer one: the list starts lower.
+            lowered = arrival - arrival % BLOCK_SPANS
+            if ids:
+                ids[:0] = [None] * (base - lowered)
+            self._base = base = lowered
+        elif not ids:
+            # An empty list starts at the arrival's block, not with a slot for each
+            # arrival since the old base (after a spill, or a restore past forgotten spans).
+            self._base = base = arrival - arrival % BLOCK_SPANS
+        at = arrival - base
+        if at >= len(ids):
+            ids.extend([None] * (at + 1 - len(ids)))
+        ids[at] = span_id
+
+    def _spill(self) -> None:
+        """Drop the whole blocks at the start of the list whose slots cost more than their
+        spans would in the dict, moving those spans there.
+
+        The cut is the one that saves most bytes: a leading run of vacated blocks goes
+        for nothing; a span that stays among them (live for good, say) costs
+        ``SPILLED_BYTES`` in the dict, less than the ``SLOT_BYTES`` a slot of every
+        arrival after it would, once it is sparse enough."""
+        ids = self._ids
+        if ids.count(None) < BLOCK_SPANS:
+            return  # a prefix that saves bytes has a whole block's worth of holes
+        saving = best = cut = 0
+        for start in range(0, len(ids) - BLOCK_SPANS + 1, BLOCK_SPANS):
+            held = BLOCK_SPANS - ids[start : start + BLOCK_SPANS].count(None)
+            saving += BLOCK_SPANS * SLOT_BYTES - held * SPILLED_BYTES
+            if saving > best:
+                best, cut = saving, start + BLOCK_SPANS
+        if not cut:
+            return
+        base = self._base
+        moved = {base + at: span_id for at, span_id in enumerate(ids[:cut]) if span_id is not None}
+        if moved:
+            if self._spilled is None:
+                self._spilled = moved
+            else:
+                self._spilled.update(moved)
+        self._ids = ids[cut:]  # a copy of the right size (``del`` may keep twice the room)
+        self._base = base + cut
 
     def remember(self, event_id: str) -> None:
         """An event id entered the duplicate window (chunks are written as they fill)."""

@@ -194,11 +194,7 @@ def _entries(
 ) -> list[list[Any]]:
     """``[span id, state]`` of the spans with arrival numbers in [start, stop)."""
     found: list[list[Any]] = []
-    by_arrival = changes.by_arrival
-    for arrival in range(start, stop):
-        span_id = by_arrival.get(arrival)
-        if span_id is None:
-            continue
+    for span_id in changes.span_ids(start, stop):
         live = session.spans.get(span_id)
         if live is not None:
             found.append([span_id, _span(live)])
@@ -351,11 +347,11 @@ def _load_entry(
     if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
         keys = tuple(map(stored_key, data[3])) if len(data) == 4 else ()
         session.gone.leave(span_id, data[0], data[1], data[2], keys)
-        changes.by_arrival[data[2]] = span_id
+        changes.reload(data[2], span_id)
     else:
         span = _load_span(span_id, data)
         session.spans[span_id] = span
-        changes.by_arrival[span.arrival] = span_id
+        changes.reload(span.arrival, span_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +407,7 @@ def load_sessions(
                 chunks[data[0]] = data[1]
         for span_id, state in header["tail"]:
             _load_entry(session, changes, span_id, state)
+        changes.compact()  # no slots for the arrivals of spans forgotten before the drain
         windows[name] = _load_window(changes, chunks, dedup_window)
         if drop_poisoned:
             session.poisoned_pending = {s.span_id for s in session.spans.values() if s.poisoned}

@@ -134,7 +134,7 @@ def test_gone_spans_are_bounded_and_the_oldest_are_forgotten() -> None:
     assert 8 <= len(state.gone) <= 9  # the bound plus its slack (one eighth)
     changes = state.changes
     assert isinstance(changes, SessionChanges)
-    assert set(changes.by_arrival.values()) == set(state.gone) | set(state.spans)
+    assert {span_id for _, span_id in changes.placed()} == set(state.gone) | set(state.spans)
     assert "s39" in state.gone and "s0" not in state.gone
     # A forgotten span is unknown, a remembered one already evicted.
     s = SessionScript()

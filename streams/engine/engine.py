@@ -386,7 +386,7 @@ class Engine:
             event.introduces,
             event.mentions,
         )
-        self._holdings.learn_types(session.known_types, holdings)
+        session.known_types = self._holdings.learn_types(session.known_types, holdings)
         parents = session.lineage(event.derived_from)
         span = SpanState(
             span_id=event.span_id,

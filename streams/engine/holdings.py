@@ -64,6 +64,23 @@ def share_holds(holds: Holds) -> Holds:
     return shared
 
 
+_shared_types: dict[frozenset[str], frozenset[str]] = {}
+
+
+def share_types(types: frozenset[str]) -> frozenset[str]:
+    """``types``, or an equal set a recent session already keeps: the sessions of a
+    fleet learn the same few entity types, and a set costs 216 B a session and more.
+    A pure memory measure, as :func:`share_holds` (bounded by the same number of
+    entries, cleared when full)."""
+    found = _shared_types.get(types)
+    if found is not None:
+        return found
+    if len(_shared_types) >= SHARED_HOLDS_ENTRIES:
+        _shared_types.clear()
+    _shared_types[types] = types
+    return types
+
+
 Surfaces = tuple[tuple[StoredKey, str], ...]
 """``(key hash, surface)``: how a span wrote what it holds, kept only when the
 deployment allows span text in state (``emit_surfaces``)."""
@@ -113,7 +130,7 @@ class _KnownTypes:
 
     __slots__ = ("_hasher", "_known", "_tenant")
 
-    def __init__(self, hasher: KeyHasher, tenant: str, known: set[str]) -> None:
+    def __init__(self, hasher: KeyHasher, tenant: str, known: frozenset[str]) -> None:
         self._hasher = hasher
         self._tenant = tenant
         self._known = known
@@ -182,7 +199,7 @@ class HoldingsBuilder:
     def build(
         self,
         tenant: str,
-        known_types: set[str],
+        known_types: frozenset[str],
         book: NameBook[StoredKey],
         text: str | None,
         text_sha256: str,
@@ -275,6 +292,11 @@ class HoldingsBuilder:
         )
 
     @staticmethod
-    def learn_types(known_types: set[str], holdings: Holdings) -> None:
-        """Add the types a span introduced to the session's known types."""
-        known_types.update(holdings.holds[1::2])
+    def learn_types(known_types: frozenset[str], holdings: Holdings) -> frozenset[str]:
+        """The session's known types with those a span introduced: ``known_types``
+        itself when it has them all (most spans), else a shared equal set
+        (:func:`share_types`)."""
+        types = holdings.holds[1::2]
+        if known_types.issuperset(types):
+            return known_types
+        return share_types(known_types.union(types))

@@ -261,7 +261,8 @@ def _new_holdings(
                     )
             result[entry.span_id] = inherited
     for item in result.values():
-        builder.learn_types(known, item)
+        known = builder.learn_types(known, item)
+    session.known_types = known
     return result
 
 

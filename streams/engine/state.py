@@ -446,7 +446,9 @@ class SessionState:
     gone: GoneSpans = field(default_factory=GoneSpans)
     """Spans that left the live set, by id (one packed int each, see
     :mod:`~spanguard.streams.engine.gone`)."""
-    known_types: set[str] = field(default_factory=set)
+    known_types: frozenset[str] = frozenset()
+    """The entity types introduced in the session (shared with other sessions that
+    know the same: :func:`~spanguard.streams.engine.holdings.share_types`)."""
     names: NameBook[StoredKey] = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     drift_window: DriftWindow | None = None
@@ -887,9 +889,12 @@ def _added(members: AbstractSet[str], member: str) -> AbstractSet[str]:
 
 
 def _without(members: AbstractSet[str], leaving: Iterable[str]) -> AbstractSet[str]:
-    """``members`` without ``leaving`` (the set itself, changed; the placeholder stays)."""
+    """``members`` without ``leaving``: the set itself, changed, or the empty placeholder
+    once nothing is left (an emptied set keeps its 216 B)."""
     if isinstance(members, set):
         members.difference_update(leaving)
+        if not members:
+            return _NONE
     return members
 
 

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from functools import partial
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from spanguard.streams.engine.words import ORDINARY_WORDS, is_ordinary, is_proper
 
@@ -803,6 +804,11 @@ def value_words(value: str) -> list[str]:
     return [match.group().casefold() for match in _WORD.finditer(value)][:MAX_ENTRY_WORDS]
 
 
+_NO_WORDS: frozenset[Any] = frozenset()
+"""``NameBook.firsts`` while empty: one object for every book (an empty frozenset of
+its own would cost as much as a set)."""
+
+
 class NameBook(Generic[Entry]):
     """A session's name book: each name under its key and its distinctive part.
 
@@ -818,8 +824,9 @@ class NameBook(Generic[Entry]):
     def __init__(self) -> None:
         # stored entry -> (key, type, is_part), or None for a part two names share.
         self.entries: dict[Entry, tuple[Entry, str, bool] | None] = {}
-        self.firsts: set[Entry] = set()
-        """Stored first words of the entries."""
+        self.firsts: AbstractSet[Entry] = _NO_WORDS
+        """Stored first words of the entries (a set of its own from the first entry on:
+        most sessions learn no name, and an empty set costs 216 B)."""
 
     def add(self, entry: Entry, key: Entry, type_: str, is_part: bool) -> None:
         """Keep ``entry`` for the name ``key`` (stored forms; see :func:`book_entries`)."""
@@ -841,9 +848,12 @@ class NameBook(Generic[Entry]):
         stored_type: Callable[[str], str] = str,
     ) -> None:
         """Add a text's names (raw, as :func:`scan_names` gives them) in stored form."""
+        firsts = self.firsts
         for entry, key, type_, is_part in book_entries(names):
             self.add(stored(entry), stored(key), stored_type(type_), is_part)
-            self.firsts.add(stored(entry.split(" ", 1)[0]))
+            if not isinstance(firsts, set):
+                firsts = self.firsts = set(firsts)
+            firsts.add(stored(entry.split(" ", 1)[0]))
 
     def get(self, entry: Entry) -> tuple[Entry, str] | None:
         """``(key, type)`` of the name a stored entry stands for, or None."""

@@ -459,7 +459,9 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
         stored_key(entry): None if value is None else (stored_key(value[0]), value[1], value[2])
         for entry, value in data.get("names", ())
     }
-    session.names.firsts = set(map(stored_key, data.get("name_firsts", ())))
+    firsts = set(map(stored_key, data.get("name_firsts", ())))
+    if firsts:  # else the book keeps its shared empty placeholder
+        session.names.firsts = firsts
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]

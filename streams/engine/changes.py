@@ -1,11 +1,13 @@
 """What persistence tracks of one session between two drains of the changelog.
 
 A session's state records (:mod:`spanguard.streams.engine.persist`) are its header,
-blocks of spans by arrival number and chunks of duplicate-window ids. This module
+blocks of spans by arrival number and chunks of duplicate-window digests. This module
 keeps, per session and only when the engine keeps a changelog, which of them changed
 since the last drain: the domain state reports each span it changes by arrival number
 (:class:`~spanguard.streams.engine.state.SessionState` calls :meth:`SessionChanges.touch`),
-and knows nothing of blocks or chunks.
+and knows nothing of blocks or chunks. Of the duplicate window it keeps counts only:
+the digests a chunk holds are read from the window's own ring
+(:class:`~spanguard.streams.engine.dedup.DedupWindow`) when the chunk is written.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ BLOCK_SPANS = 8
 TAIL_SPANS = 4
 """Newest spans kept in the session header until this many gather (then a block write)."""
 CHUNK_IDS = 16
-"""Duplicate-window ids per chunk record; the open chunk travels in the header."""
+"""Duplicate-window digests per chunk record; the open chunk travels in the header."""
 
 SLOT_BYTES = 8
 """What an arrival costs in :class:`SessionChanges`' list of span ids: one pointer."""
@@ -44,8 +46,7 @@ class SessionChanges:
         "_ids",
         "_spilled",
         "dirty_blocks",
-        "done_chunks",
-        "open_chunk",
+        "drained_chunks",
         "persisted_below",
         "remembered",
     )
@@ -71,11 +72,12 @@ class SessionChanges:
         self.dirty_blocks: AbstractSet[int] = _CLEAN
         """Blocks changed since the last drain."""
         self.remembered = 0
-        """Event ids accepted into the duplicate window, ever (numbers the chunks)."""
-        self.open_chunk: list[str] = []
-        """Accepted ids since the last full chunk (``remembered % CHUNK_IDS`` of them)."""
-        self.done_chunks: dict[int, list[str]] = {}
-        """Chunks filled since the last drain, by chunk number (to be written)."""
+        """Event ids accepted into the duplicate window, ever (numbers the chunks: chunk
+        ``n`` holds the ids accepted ``n * CHUNK_IDS`` to ``(n + 1) * CHUNK_IDS - 1``,
+        counting from 0; the open chunk, ``remembered % CHUNK_IDS`` ids, is not full)."""
+        self.drained_chunks = 0
+        """Full chunks as of the last drain (``remembered // CHUNK_IDS`` then): the chunks
+        filled since, numbered from it, are the ones the next drain writes."""
 
     def touch(self, arrival: int) -> None:
         """The span of ``arrival`` changed: mark the block holding it (spans in the
@@ -212,14 +214,6 @@ class SessionChanges:
         self._ids = ids[cut:]  # a copy of the right size (``del`` may keep twice the room)
         self._base = base + cut
 
-    def remember(self, event_id: str) -> None:
-        """An event id entered the duplicate window (chunks are written as they fill)."""
-        self.remembered += 1
-        self.open_chunk.append(event_id)
-        if len(self.open_chunk) == CHUNK_IDS:
-            self.done_chunks[self.remembered // CHUNK_IDS - 1] = self.open_chunk
-            self.open_chunk = []
-
     def roll_tail(self, arrivals: int) -> None:
         """Move a full tail (``TAIL_SPANS`` arrivals or more) from the header into its
         blocks."""
@@ -235,7 +229,11 @@ class SessionChanges:
             blocks = self.dirty_blocks = set()
         return blocks
 
+    def chunks_to_write(self) -> range:
+        """The numbers of the chunks filled since the last drain (most often none)."""
+        return range(self.drained_chunks, self.remembered // CHUNK_IDS)
+
     def written(self) -> None:
         """A drain wrote what changed."""
         self.dirty_blocks = _CLEAN
-        self.done_chunks.clear()
+        self.drained_chunks = self.remembered // CHUNK_IDS

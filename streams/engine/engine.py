@@ -25,7 +25,7 @@ from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.counters import apply_counters, created_counter
 from spanguard.streams.engine.deadletter import keep, scan_identity
 from spanguard.streams.engine.decode import Identity, Invalid, decode
-from spanguard.streams.engine.dedup import DedupWindow
+from spanguard.streams.engine.dedup import DedupWindow, event_digest
 from spanguard.streams.engine.drift import CycleOutcome, close_window
 from spanguard.streams.engine.emit import Emission, build, output_id
 from spanguard.streams.engine.expiry import Lifetimes
@@ -117,7 +117,7 @@ class Engine:
         """
         if self._changelog is None:
             return []
-        return self._changelog.drain(self.sessions, self.lifetimes.clock)
+        return self._changelog.drain(self.sessions, self.windows, self.lifetimes.clock)
 
     def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:
         """Load sessions from changelog records, the latest value per key with
@@ -244,7 +244,9 @@ class Engine:
         window = self.windows.get(key)
         if window is None:  # a new session, or one handed in (the SDK previews on a copy)
             window = self.windows[key] = DedupWindow()
-        if event.event_id in window:
+        dedup_window = self.settings.dedup_window
+        digest = event_digest(event.event_id) if dedup_window > 0 else 0  # once an event
+        if dedup_window > 0 and digest in window:
             self.stats.duplicates += 1
             return []
         self._touch_newest(session, event.ts)
@@ -276,10 +278,10 @@ class Engine:
             event.ts,
         )
         self._check_seq(session, event, emission)
-        if self.settings.dedup_window > 0:
-            window.add(event.event_id, self.settings.dedup_window)
+        if dedup_window > 0:
+            window.add(digest, dedup_window)
         if self._changelog is not None:
-            self._changelog.accepted(key, session, event.event_id)
+            self._changelog.accepted(key, session)
         # by ``type``, not class: a decoded event is the Struct derived from its model
         if event.type == "span.added":
             self._add_span(session, event, emission)

@@ -7,15 +7,25 @@ records the events changed, never the whole session. Keys are JSON arrays
 Kinds:
 
 * ``h`` the header: counters, drift window, known types, the open chunk of the
-  duplicate window and the *tail* (the newest spans, fewer than
-  ``TAIL_SPANS``). Written whenever the session changes. For a closed session
+  duplicate window (``"chunk"``, its digests) and the *tail* (the newest spans, fewer
+  than ``TAIL_SPANS``). Written whenever the session changes. For a closed session
   its value is ``{"closed": <last seq>}`` (the closed marker).
 * ``b`` a block: the spans (live or gone) of ``BLOCK_SPANS`` consecutive
   arrival numbers. A span keeps its block for life; a gone span stays in it
   as ``[seq, counter, arrival]`` (lineage still counts it). A span changed by an
   event rewrites its block; spans in the tail cost nothing extra.
 * ``d`` a full chunk of ``CHUNK_IDS`` duplicate-window ids, in a ring of
-  slots large enough for the window: ``[chunk number, ids]``.
+  slots large enough for the window: ``[chunk number, digests]``, written at the
+  first drain after it fills.
+
+The duplicate window is kept as the window holds it: each id's stable 64-bit digest
+(:func:`~spanguard.streams.engine.dedup.event_digest`, a JSON integer), read from the
+window's ring when written, so nothing else keeps the ids. A chunk or open chunk
+partly out of the window when written holds only its newest digests (a window smaller
+than ``CHUNK_IDS``, or a session that accepted more than the window between two
+drains), and a chunk wholly out of it by the drain after it fills is not written: a
+restore needs neither what left. Records written before the window's digests were
+stable hold the ids themselves (strings): a restore digests them.
 
 So a ``span.added`` writes the header (plus a block every ``TAIL_SPANS``
 spans and a chunk every ``CHUNK_IDS`` events), and the bytes per event do not
@@ -42,7 +52,7 @@ from typing import Any
 import orjson
 
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
-from spanguard.streams.engine.dedup import DedupWindow
+from spanguard.streams.engine.dedup import DedupWindow, event_digest
 from spanguard.streams.engine.holdings import share_holds, share_types
 from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
@@ -83,11 +93,12 @@ class Changelog:
         """The session ``key`` changed (its header is written at the next drain)."""
         self._touched.add(key)
 
-    def accepted(self, key: SessionKey, session: SessionState, event_id: str) -> None:
-        """The session accepted an event (its id enters the window's chunks)."""
+    def accepted(self, key: SessionKey, session: SessionState) -> None:
+        """The session accepted an event (its id entered the duplicate window, which the
+        chunks are read from)."""
         self._touched.add(key)
         if self.dedup_window > 0:
-            _changes(session).remember(event_id)
+            _changes(session).remembered += 1
 
     def ended(self, key: SessionKey, session: SessionState, marker: Marker) -> None:
         """The session closed or expired: its marker replaces its records."""
@@ -103,9 +114,13 @@ class Changelog:
         self._clock_moved = True
 
     def drain(
-        self, sessions: dict[SessionKey, SessionState], clock: datetime | None
+        self,
+        sessions: dict[SessionKey, SessionState],
+        windows: dict[SessionKey, DedupWindow],
+        clock: datetime | None,
     ) -> list[Record]:
-        """Every record owed since the last drain, the marks cleared."""
+        """Every record owed since the last drain (the duplicate-window chunks read from
+        ``windows``), the marks cleared."""
         records = self._pending
         self._pending = []
         if self._clock_moved:
@@ -114,7 +129,7 @@ class Changelog:
         for key in sorted(self._touched):
             session = sessions.get(key)
             if session is not None:
-                records.extend(dump_changes(session, self.dedup_window))
+                records.extend(dump_changes(session, windows.get(key), self.dedup_window))
         self._touched.clear()
         return records
 
@@ -132,26 +147,49 @@ def record_key(tenant: str, session_id: str, kind: str, name: str = "") -> bytes
 
 def chunk_slots(dedup_window: int) -> int:
     """Ring slots for duplicate-window chunks: enough that every chunk holding an
-    id of the window keeps its slot until the window has passed it."""
+    id of the window keeps its slot until the window has passed it (chunk ``n`` is
+    overwritten by chunk ``n + slots``, written once ``(n + slots + 1) * CHUNK_IDS``
+    ids were accepted, when the window has passed all of ``n``'s ids by ``CHUNK_IDS`` or
+    more). A chunk not written (gone from the window by the drain after it filled)
+    leaves the record of an older chunk in its slot: a restore skips a record whose
+    chunk number is not the one it looks for."""
     return -(-dedup_window // CHUNK_IDS) + 1
 
 
-def dump_changes(session: SessionState, dedup_window: int) -> Iterator[Record]:
+_EMPTY_WINDOW = DedupWindow()
+"""The window of a session that has none (never added to)."""
+
+
+def dump_changes(
+    session: SessionState, window: DedupWindow | None, dedup_window: int
+) -> Iterator[Record]:
     """The header and the records ``session`` changed since the last call (and
-    clear the marks)."""
+    clear the marks); ``window`` is the session's duplicate window (None: it has none,
+    as a session handed to the engine)."""
     tenant, sid = session.tenant, session.session_id
     changes = _changes(session)
     changes.roll_tail(session.arrivals)
-    yield record_key(tenant, sid, "h"), _header(session, changes)
+    recent = _EMPTY_WINDOW if window is None else window
+    # The window holds the newest ``len(recent)`` accepted ids: the oldest it holds is
+    # accepted id number ``oldest`` (counting from 0, as the chunks do).
+    oldest = changes.remembered - len(recent)
+    yield record_key(tenant, sid, "h"), _header(session, changes, recent, oldest)
     for block in sorted(changes.dirty_blocks):
         # A block holds only arrivals below the tail: newer ones live in the header.
         stop = min((block + 1) * BLOCK_SPANS, changes.persisted_below)
         entries = _entries(session, changes, block * BLOCK_SPANS, stop)
         yield record_key(tenant, sid, "b", str(block)), json_bytes(entries) if entries else None
-    if changes.done_chunks and dedup_window > 0:
+    filled = changes.chunks_to_write()
+    if filled and dedup_window > 0:
         slots = chunk_slots(dedup_window)
-        for number, ids in sorted(changes.done_chunks.items()):
-            yield record_key(tenant, sid, "d", str(number % slots)), json_bytes([number, ids])
+        for number in filled:
+            start = number * CHUNK_IDS - oldest
+            digests = recent.between(start, start + CHUNK_IDS)
+            if digests:  # else the chunk left the window before this drain: not needed
+                yield (
+                    record_key(tenant, sid, "d", str(number % slots)),
+                    json_bytes([number, digests]),
+                )
     changes.written()
 
 
@@ -165,6 +203,8 @@ def dump_ended(session: SessionState, marker: Marker, dedup_window: int) -> Iter
         for block in range((changes.persisted_below - 1) // BLOCK_SPANS + 1):
             yield record_key(tenant, sid, "b", str(block)), None
     if dedup_window > 0:
+        # Every slot a chunk may have been written to (a chunk never written leaves a
+        # tombstone for a record that may not exist: harmless).
         written = min(changes.remembered // CHUNK_IDS, chunk_slots(dedup_window))
         for slot in range(written):
             yield record_key(tenant, sid, "d", str(slot)), None
@@ -205,8 +245,11 @@ def _entries(
     return found
 
 
-def _header(session: SessionState, changes: SessionChanges) -> bytes:
+def _header(
+    session: SessionState, changes: SessionChanges, recent: DedupWindow, oldest: int
+) -> bytes:
     window = session.drift_window
+    open_start = changes.remembered - changes.remembered % CHUNK_IDS
     return json_bytes(
         {
             "last_seq": session.last_seq,
@@ -233,7 +276,8 @@ def _header(session: SessionState, changes: SessionChanges) -> bytes:
             "drift_consecutive": session.drift_consecutive,
             "persisted_below": changes.persisted_below,
             "tail": _entries(session, changes, changes.persisted_below, session.arrivals + 1),
-            "chunk": changes.open_chunk,
+            # The open chunk: the digests accepted since the last full chunk, as held.
+            "chunk": recent.between(open_start - oldest, len(recent)),
         }
     )
 
@@ -398,7 +442,7 @@ def load_sessions(
         changes = SessionChanges()
         session = SessionState(tenant=name[0], session_id=name[1], changes=changes)
         _load_header(session, changes, header)
-        chunks: dict[int, list[str]] = {}
+        chunks: dict[int, list[int | str]] = {}
         for kind, _, data in grouped.get(name, ()):
             if kind == "b":
                 for span_id, state in data:
@@ -408,7 +452,7 @@ def load_sessions(
         for span_id, state in header["tail"]:
             _load_entry(session, changes, span_id, state)
         changes.compact()  # no slots for the arrivals of spans forgotten before the drain
-        windows[name] = _load_window(changes, chunks, dedup_window)
+        windows[name] = _load_window(changes.remembered, chunks, header["chunk"], dedup_window)
         if drop_poisoned:
             session.poisoned_pending = {s.span_id for s in session.spans.values() if s.poisoned}
         session.reindex()
@@ -426,23 +470,43 @@ def _marker_of(data: dict[str, Any]) -> Marker | None:
     return None
 
 
-def _load_window(changes: SessionChanges, chunks: dict[int, list[str]], window: int) -> DedupWindow:
-    """The last ``window`` accepted ids, from the full chunks and the open one."""
-    remembered = changes.remembered
-    open_number = remembered // CHUNK_IDS
-    numbered: list[str] = []
-    first = max(0, remembered - window)
-    for number in range(first // CHUNK_IDS, open_number):
-        ids = chunks.get(number)
-        if ids is not None:  # a slot holding another chunk number is stale
-            start = number * CHUNK_IDS
-            numbered.extend(ids[max(0, first - start) :])
-    start = open_number * CHUNK_IDS
-    numbered.extend(changes.open_chunk[max(0, first - start) :])
+def _load_window(
+    remembered: int, chunks: dict[int, list[int | str]], open_chunk: list[int | str], window: int
+) -> DedupWindow:
+    """The last ``window`` accepted ids (as their digests), from the full chunks and the
+    open one, ``remembered`` ids accepted in all.
+
+    A record holds a chunk's newest ids (all of them but for one written partly out of
+    the window); a chunk record missing or shorter than needed (the window grew since,
+    say) breaks the run: the window holds only the ids after it, so that its ring stays
+    the newest ids accepted, in order (what the chunks written later are read from)."""
     recent = DedupWindow()
-    for event_id in numbered[-window:] if window > 0 else ():
-        recent.add(event_id, window)
+    if window <= 0:
+        return recent
+    first = max(0, remembered - window)
+    open_number = remembered // CHUNK_IDS
+    held: list[int] = []
+    for number in range(first // CHUNK_IDS, open_number + 1):
+        start = number * CHUNK_IDS
+        needed = min(start + CHUNK_IDS, remembered) - max(first, start)
+        if needed <= 0:
+            continue  # an empty open chunk
+        stored = open_chunk if number == open_number else chunks.get(number)
+        if stored is None:  # also a slot holding another chunk number (stale)
+            held = []
+            continue
+        if len(stored) < needed:
+            held = []
+        held.extend(_digests(stored[-needed:]))
+    for digest in held:
+        recent.add(digest, window)
     return recent
+
+
+def _digests(stored: list[int | str]) -> list[int]:
+    """A chunk's digests: as written, or digested from the ids a record written before
+    the digests were stable holds."""
+    return [event_digest(item) if isinstance(item, str) else item for item in stored]
 
 
 def _load_header(session: SessionState, changes: SessionChanges, data: dict[str, Any]) -> None:
@@ -454,6 +518,7 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
     session.newest_ts = None if newest is None else datetime.fromisoformat(newest)
     session.thrash_streak, session.last_rewrite_turn = data.get("thrash", (0, None))
     changes.remembered = data["remembered"]
+    changes.drained_chunks = changes.remembered // CHUNK_IDS  # all written by that drain
     session.known_types = share_types(frozenset(data["known_types"]))
     session.names.entries = {
         stored_key(entry): None if value is None else (stored_key(value[0]), value[1], value[2])
@@ -467,4 +532,3 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
     session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]
     session.drift_consecutive = data.get("drift_consecutive", len(session.drift_streak))
     changes.persisted_below = data["persisted_below"]
-    changes.open_chunk = list(data["chunk"])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spanguard.schemas.codec import encode_output
+from spanguard.streams.engine.changes import CHUNK_IDS
 from spanguard.streams.engine.config import EngineSettings
+from spanguard.streams.engine.dedup import event_digest
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript
 from tests.engine.scripts import actions, build
@@ -99,6 +103,137 @@ def test_duplicate_window_across_chunk_boundaries_survives_restore(window: int) 
         replayed = lines[cut - min(cut, 45) : cut]
         out = run_split([*lines[:cut], *replayed], cut, window=window)
         assert len(out) == max(0, len(replayed) - window), (window, cut)
+
+
+def added(count: int) -> list[bytes]:
+    s = SessionScript()
+    for i in range(count):
+        s.add(f"a{i}")
+    return s.lines()
+
+
+def with_redeliveries(lines: list[bytes]) -> list[bytes]:
+    """``lines`` with a redelivery after every 9th: an event 0 to 39 events back (a
+    duplicate inside the window, else a new event: rejected, ``SPAN_EXISTS``)."""
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i % 9 == 8:
+            out.append(lines[i - (i * 7) % 40])
+    return out
+
+
+def window_digests(engine: Engine) -> list[int]:
+    """The session's duplicate window, oldest first."""
+    window = engine.windows[("acme", "s1")]
+    return window.between(0, len(window))
+
+
+def run_drained(
+    lines: list[bytes], window: int, cadence: int, cuts: Iterable[int] = ()
+) -> tuple[list[bytes], Engine, Changelog]:
+    """Drain every ``cadence`` events; at each cut (a drain point) restore a fresh
+    engine from the compacted changelog and go on with it."""
+    conf = EngineSettings(dedup_window=window)
+    log = Changelog()
+    engine = Engine(conf, track_changes=True)
+    out = []
+    for i, line in enumerate(lines):
+        if i in cuts:
+            engine = Engine(conf, track_changes=True)
+            engine.restore(log.items())
+        out.extend(encode_output(o) for o in engine.process_raw(line, Source("t", 0, i)))
+        if (i + 1) % cadence == 0:
+            log.apply(engine.drain_changes())
+    return out, engine, log
+
+
+@pytest.mark.parametrize("window", [1, 5, 15, 16, 17, 40])
+@pytest.mark.parametrize("cadence", [1, 7, 23, 64])
+def test_duplicate_window_survives_restore_after_it_wrapped(window: int, cadence: int) -> None:
+    # 150 events: the window has wrapped many times over, and with a drain every 23 or
+    # 64 events a chunk can leave the window before the drain after it fills (not
+    # written) or be partly out of it (its newest digests written).
+    lines = added(150)
+    engine = Engine(EngineSettings(dedup_window=window), track_changes=True)
+    log = Changelog()
+    for i, line in enumerate(lines):
+        engine.process_raw(line, Source("t", 0, i))
+        if (i + 1) % cadence:
+            continue
+        log.apply(engine.drain_changes())
+        restored = Engine(EngineSettings(dedup_window=window), track_changes=True)
+        restored.restore(log.items())
+        assert window_digests(restored) == window_digests(engine), (window, cadence, i)
+        assert len(window_digests(engine)) == min(i + 1, window)
+        if i + 1 < len(lines):
+            # The restored engine writes the chunks filled after the restore, no others.
+            restored.process_raw(lines[i + 1], Source("t", 0, i + 1))
+            chunks = [k for k, _ in restored.drain_changes() if orjson.loads(k)[2] == "d"]
+            assert len(chunks) == ((i + 2) % CHUNK_IDS == 0)
+        for key, value in log.items():
+            kind, data = orjson.loads(key)[2], orjson.loads(value)
+            digests = data[1] if kind == "d" else data.get("chunk", []) if kind == "h" else []
+            assert all(isinstance(d, int) for d in digests) and len(digests) <= CHUNK_IDS
+    whole = run_drained(with_redeliveries(lines), window, 1)[0]
+    assert whole == run_whole_with(with_redeliveries(lines), window)
+    for cuts in ({100 // cadence * cadence}, set(range(cadence, 180, 3 * cadence))):  # drains
+        out = run_drained(with_redeliveries(lines), window, cadence, cuts)[0]
+        assert out == whole, (window, cadence, cuts)
+
+
+def run_whole_with(lines: list[bytes], window: int) -> list[bytes]:
+    engine = Engine(EngineSettings(dedup_window=window))
+    return [
+        encode_output(o)
+        for i, raw in enumerate(lines)
+        for o in engine.process_raw(raw, Source("t", 0, i))
+    ]
+
+
+def old_format(log: Changelog, event_ids: Iterable[str], *, header: bool = True) -> Changelog:
+    """``log`` as written before the window's digests were stable: its chunk records and
+    (``header``) its header's open chunk hold the event ids, not their digests."""
+    ids = {event_digest(event_id): event_id for event_id in event_ids}
+    old = Changelog()
+    for key, value in log.items():
+        kind = orjson.loads(key)[2]
+        data = orjson.loads(value)
+        if kind == "d":
+            value = orjson.dumps([data[0], [ids[d] for d in data[1]]])
+        elif kind == "h" and header and "chunk" in data:
+            value = orjson.dumps({**data, "chunk": [ids[d] for d in data["chunk"]]})
+        old[key] = value
+    return old
+
+
+@pytest.mark.parametrize("window", [16, 17, 40, 10_000])
+def test_a_changelog_of_event_ids_written_before_still_restores(window: int) -> None:
+    # The previous code wrote every chunk whole, at the drain after it filled, and the
+    # open chunk in the header: drained after every event, the records hold what it wrote,
+    # ids in the place of digests. Restored, the window is the same and so are outputs.
+    lines = with_redeliveries(added(100))
+    event_ids = [orjson.loads(line)["event_id"] for line in lines]
+    expected = run_whole_with(lines, window)
+    for cut in (0, 15, 16, 33, 50, 79, 111):
+        first, engine, log = run_drained(lines[:cut], window, 1)
+        for header in (True, False):  # False: an old chunk ring under a newer header
+            before = old_format(log, event_ids, header=header)
+            if cut >= CHUNK_IDS:
+                assert any(b'"s1-e' in value for value in before.values())
+            restored = Engine(EngineSettings(dedup_window=window), track_changes=True)
+            restored.restore(before.items())
+            if cut:
+                assert window_digests(restored) == window_digests(engine), (window, cut)
+            out = list(first)
+            for i, line in enumerate(lines[cut:], start=cut):
+                out.extend(encode_output(o) for o in restored.process_raw(line, Source("t", 0, i)))
+                before.apply(restored.drain_changes())
+            assert out == expected, (window, cut, header)
+            # What the restored engine wrote since holds digests only.
+            again = Engine(EngineSettings(dedup_window=window), track_changes=True)
+            again.restore(before.items())
+            assert window_digests(again) == window_digests(restored)
 
 
 def test_closed_session_stays_closed_after_restore() -> None:

@@ -7,7 +7,8 @@ live state holds is counted):
 
 The engine runs as the worker runs it: change tracking on, its changes drained every
 ``commit_every`` records of the runtime's defaults (``--no-changes``: off, the basis of
-the figures before 2026-12-04, ~2 KB a simulated session less).
+the figures before 2026-12-04, ~0.5 KB a simulated session less since round 8, ~2 KB
+before it).
 
 * **bytes per live span**: one engine holding ``--spans-sessions`` x 1,000 live,
   scored spans (the workload of ``bench.engine``'s memory row,

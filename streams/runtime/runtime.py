@@ -279,42 +279,49 @@ class Runtime(PartitionOwner[PartitionState]):
         applied = 0
         deliveries: list[asyncio.Future[None]] = []
         in_transaction: list[Coroutine[Any, Any, None]] = []
-        for p, records in sorted(batch.items()):
-            state = self.parts.get(p)
-            if state is None:
-                continue
-            while len(state.deliveries) >= self.config.max_pending_batches:
-                await state.deliveries[0]  # bounded: wait for the oldest batch's acks
-                state.deliveries.popleft()
-            outputs: list[OutputEvent] = []
-            try:
-                for record in records:
-                    if record.offset < state.next_offset:
-                        continue  # delivered again (a seek back): already applied
-                    outputs.extend(state.process(record, self.fleet))
-                    applied += 1
-            except Exception as exc:  # an engine bug: never skip the record, retry it
-                log.exception("spanguard: engine failed on partition %d", p)
-                await self._reset(p, exc)
-                continue
-            if outputs:
-                completion = await self._deliver(state, outputs)
-                if completion is None:
+        try:
+            for p, records in sorted(batch.items()):
+                state = self.parts.get(p)
+                if state is None:
                     continue
-                if self.config.exactly_once:
-                    in_transaction.append(completion)
+                while len(state.deliveries) >= self.config.max_pending_batches:
+                    await state.deliveries[0]  # bounded: wait for the oldest batch's acks
+                    state.deliveries.popleft()
+                outputs: list[OutputEvent] = []
+                try:
+                    for record in records:
+                        if record.offset < state.next_offset:
+                            continue  # delivered again (a seek back): already applied
+                        outputs.extend(state.process(record, self.fleet))
+                        applied += 1
+                except Exception as exc:  # an engine bug: never skip the record, retry it
+                    log.exception("spanguard: engine failed on partition %d", p)
+                    await self._reset(p, exc)
                     continue
-                if state.deliveries:
-                    self.stats.overlapped += 1
-                delivery = asyncio.ensure_future(completion)
-                state.deliveries.append(delivery)
-                deliveries.append(delivery)
-        if self.fleet is not None and applied:
-            # Monitoring's share of the batch comes after its outputs are handed to the
-            # producer, and after one turn of the loop (acknowledgement callbacks and
-            # the producer's sender wake-up run first; the write itself may follow).
-            await asyncio.sleep(0)
-            self.fleet.flush()
+                if outputs:
+                    completion = await self._deliver(state, outputs)
+                    if completion is None:
+                        continue
+                    if self.config.exactly_once:
+                        in_transaction.append(completion)
+                        continue
+                    if state.deliveries:
+                        self.stats.overlapped += 1
+                    delivery = asyncio.ensure_future(completion)
+                    state.deliveries.append(delivery)
+                    deliveries.append(delivery)
+            if self.fleet is not None and applied:
+                # Monitoring's share of the batch comes after its outputs are handed to the
+                # producer, and after one turn of the loop (acknowledgement callbacks and
+                # the producer's sender wake-up run first; the write itself may follow).
+                await asyncio.sleep(0)
+                self.fleet.flush()
+        except BaseException:
+            # The partitions' completions have not started: closed, not left for the
+            # collector to warn about (the step fails or is cancelled as before).
+            for completion in in_transaction:
+                completion.close()
+            raise
         if in_transaction:  # every partition's acknowledgements awaited together
             await asyncio.gather(*in_transaction)
         self.stats.processed += applied

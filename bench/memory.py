@@ -12,7 +12,9 @@ before it).
 
 * **bytes per live span**: one engine holding ``--spans-sessions`` x 1,000 live,
   scored spans (the workload of ``bench.engine``'s memory row,
-  :func:`bench.engine_costs.measure_memory`), each session's duplicate window included;
+  :func:`bench.engine_costs.measure_memory`), each session's duplicate window included:
+  the average, and the marginal cost of a span (from half the sessions to all of them,
+  as for sessions below; since 2026-12-04, and the one its target is read on);
 * **bytes per live session**: one engine holding ``--sessions`` simulated sessions
   (``spanguard.streams.sim``, the default fleet's ~60 events a session), none of them
   closed (their ``session.closed`` lines are left out) and idle expiry off, so every
@@ -141,7 +143,29 @@ def measure_sessions(sessions: int, top: int = 0, changes: bool = True) -> Json:
 
 
 def measure_spans(sessions: int, changes: bool = True) -> Json:
-    """``bench.engine``'s memory row: traced bytes per live span, 1,000 spans a session."""
+    """``bench.engine``'s memory row: traced bytes per live span, 1,000 spans a session
+    (``bytes_per_live_span``, what an engine holds once included, as ``bench.engine``
+    reports it), and the marginal cost of a span (the growth from half the sessions to
+    all of them over the other half's spans: the per-session row's basis, which leaves
+    out the engine's bounded caches). ``met`` reads the marginal, as the per-session
+    row's does."""
+    if sessions < 2:
+        raise SystemExit("error: --spans-sessions needs 2 sessions or more (a half to compare)")
+    full = _span_row(sessions, changes)
+    half = _span_row(sessions // 2, changes)
+    grown = full["traced_bytes"] - half["traced_bytes"]
+    marginal = grown / (full["live_spans"] - half["live_spans"])
+    return {
+        **full,
+        "marginal_bytes_per_live_span": round(marginal, 1),
+        "fixed_bytes": round(full["traced_bytes"] - marginal * full["live_spans"]),
+        "met": marginal <= TARGET_BYTES_PER_SPAN,
+    }
+
+
+def _span_row(sessions: int, changes: bool) -> Json:
+    """One engine holding ``sessions`` x 1,000 live, scored spans (the same texts for
+    the same number of sessions)."""
     from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
     from bench.engine_costs import measure_memory
 

@@ -53,13 +53,13 @@ class SessionChanges:
 
     def __init__(self) -> None:
         # Which span holds each arrival, live or gone (what each block holds; see
-        # :meth:`span_at`). Arrivals are dense small ints, one a span added or created,
+        # :meth:`span_ids`). Arrivals are dense small ints, one a span added or created,
         # so a list indexed by ``arrival - _base`` holds them at a pointer an arrival,
         # where a dict took about 36 B (1.4 KB a simulated session). A vacated arrival
         # is None. ``_base`` moves up in whole blocks as the oldest arrivals are
         # vacated (gone spans forgotten: ``max_gone_spans``); the few old spans that
         # stay (a system prompt, live for good) move to the ``_spilled`` dict rather
-        # than keep a slot for every arrival after theirs (:meth:`_spill`).
+        # than keep a slot for every arrival after theirs (:meth:`compact`).
         self._ids: list[str | None] = []
         """Span id by ``arrival - _base``; None: vacated (or never placed)."""
         self._base = 0
@@ -91,15 +91,6 @@ class SessionChanges:
         blocks = {arrival // BLOCK_SPANS for arrival in arrivals if arrival < below}
         if blocks:
             self._dirty().update(blocks)
-
-    def span_at(self, arrival: int) -> str | None:
-        """The span holding ``arrival``, live or gone (None: vacated, or never placed)."""
-        at = arrival - self._base
-        if at >= 0:
-            ids = self._ids
-            return ids[at] if at < len(ids) else None
-        spilled = self._spilled
-        return None if spilled is None else spilled.get(arrival)
 
     def span_ids(self, start: int, stop: int) -> list[str]:
         """The spans holding the arrivals in [start, stop), oldest first (a block's, or
@@ -136,7 +127,7 @@ class SessionChanges:
         else:
             self._put(arrival, span_id)
         if not arrival % SPILL_EVERY:
-            self._spill()
+            self.compact()
         self.touch(arrival)
 
     def reload(self, arrival: int, span_id: str) -> None:
@@ -150,17 +141,12 @@ class SessionChanges:
         at = arrival - self._base
         ids = self._ids
         if 0 <= at < len(ids):
-            ids[at] = None  # the slot goes when its block does (:meth:`_spill`)
+            ids[at] = None  # the slot goes when its block does (:meth:`compact`)
         elif at < 0 and self._spilled is not None:
             self._spilled.pop(arrival, None)
             if not self._spilled:
                 self._spilled = None
         self.touch(arrival)
-
-    def compact(self) -> None:
-        """Give up the slots of a sparse prefix of arrivals (after a restore: a new span
-        does it every ``SPILL_EVERY`` arrivals)."""
-        self._spill()
 
     def _put(self, arrival: int, span_id: str) -> None:
         """Place ``arrival`` anywhere: below the list, past its end or in it."""
@@ -185,9 +171,10 @@ class SessionChanges:
             ids.extend([None] * (at + 1 - len(ids)))
         ids[at] = span_id
 
-    def _spill(self) -> None:
+    def compact(self) -> None:
         """Drop the whole blocks at the start of the list whose slots cost more than their
-        spans would in the dict, moving those spans there.
+        spans would in the dict, moving those spans there (every ``SPILL_EVERY``
+        arrivals placed, and once a restore has placed them all).
 
         The cut is the one that saves most bytes: a leading run of vacated blocks goes
         for nothing; a span that stays among them (live for good, say) costs

@@ -143,7 +143,7 @@ def measure_rewrite(built: BuiltSession, runs: int) -> Json:
     """Cost of one full-snapshot rewrite (two spans merged, one condensed), each run
     on a deep copy of the engine (the copy is not timed)."""
     script = built.script
-    live = [key[2] for key in built.state.order]
+    live = [span.span_id for span in built.state.order]
     merged, rest = live[:2], live[2:]
     condensed = rest[len(rest) // 2]
     context: list[Json] = [

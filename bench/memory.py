@@ -82,12 +82,14 @@ def _traced_growth(
     growth by the source line that allocated it (the first snapshot is taken before
     the growth is counted from, the second after: neither is in the figure, and the
     snapshots' own objects are left out of the lines)."""
+    engine = Engine(settings, track_changes=changes)
+    engine.clear_caches()  # what an earlier run left in the module's shares is not reused
     gc.collect()
     tracemalloc.start()
-    engine = Engine(settings, track_changes=changes)
     start = tracemalloc.take_snapshot() if by_line else None
     before = tracemalloc.get_traced_memory()[0]
     feed(engine, lines)
+    engine.clear_caches()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     grown_at: dict[str, int] = {}

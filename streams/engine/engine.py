@@ -30,7 +30,7 @@ from spanguard.streams.engine.drift import CycleOutcome, close_window
 from spanguard.streams.engine.emit import Emission, build, output_id
 from spanguard.streams.engine.expiry import Lifetimes
 from spanguard.streams.engine.gate import decide
-from spanguard.streams.engine.holdings import HoldingsBuilder
+from spanguard.streams.engine.holdings import HoldingsBuilder, forget_shared
 from spanguard.streams.engine.markers import Marker, SessionKey
 from spanguard.streams.engine.persist import Changelog, Record, load_sessions
 from spanguard.streams.engine.rewrite import apply_rewrite, live_after
@@ -97,6 +97,15 @@ class Engine:
         self.stats = EngineStats()
         self._last_ts = EPOCH
         self._changelog = Changelog(self.settings.dedup_window) if track_changes else None
+
+    def clear_caches(self) -> None:
+        """Empty the bounded caches the engine and its module keep (scans of recent
+        texts, keyed hashes, shared holds): what is left is what its sessions hold.
+        Outputs do not change; the next events fill the caches again. Memory
+        measures (``bench.memory``) read a session's cost with them empty, so that a
+        cache filling up, or emptied when full, is not counted as sessions' memory."""
+        self._holdings.clear_caches()
+        forget_shared()
 
     # -- state records (for a changelog) ---------------------------------
 

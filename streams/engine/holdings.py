@@ -67,6 +67,14 @@ def share_holds(holds: Holds) -> Holds:
 _shared_types: dict[frozenset[str], frozenset[str]] = {}
 
 
+def forget_shared() -> None:
+    """Forget the holds, keys and types remembered to be shared (the spans and sessions
+    keep theirs; later ones share among themselves again)."""
+    _shared_holds.clear()
+    _shared_items.clear()
+    _shared_types.clear()
+
+
 def share_types(types: frozenset[str]) -> frozenset[str]:
     """``types``, or an equal set a recent session already keeps: the sessions of a
     fleet learn the same few entity types, and a set costs 216 B a session and more.
@@ -174,6 +182,13 @@ class HoldingsBuilder:
         self._scans: dict[str, Scan] = {}
         self._previous_scans: dict[str, Scan] = {}
         self._book_words: dict[tuple[str, str], StoredKey] = {}
+
+    def clear_caches(self) -> None:
+        """Forget every cached scan and stored form (they are made again on demand)."""
+        self._scans.clear()
+        self._previous_scans.clear()
+        self._book_words.clear()
+        self._hasher.clear_caches()
 
     def _scan(self, text: str, text_sha256: str) -> Scan:
         scan = self._scans.get(text_sha256)

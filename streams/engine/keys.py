@@ -138,6 +138,11 @@ class KeyHasher:
         the key of a name it finds again is the one the name was held under."""
         return stored_key(folded) if self._clear else self._mac(tenant, folded)
 
+    def clear_caches(self) -> None:
+        """Forget the cached stored forms (the tenants' derived keys stay)."""
+        self._keys.clear()
+        self._types.clear()
+
     def type(self, tenant: str, raw_type: str) -> str:
         """The stored form of a referent type: lower-cased, hashed only if configured."""
         cached = self._types.get((tenant, raw_type))

@@ -478,7 +478,7 @@ def _protected_in(session: SessionState, ranking: list[SpanState]) -> int:
     found = 0
     for span_id in session.protected:
         span = session.spans[span_id]
-        if span.bound_id is None:
+        if not span.scored:
             continue
         at = rank_place(ranking, span)
         if at < len(ranking) and ranking[at] is span:
@@ -528,10 +528,12 @@ def _eligible(
 
 
 def _scored_for(span: SpanState, query: str | None) -> bool:
-    bound = span.bound
-    if bound is None:
+    if not span.scored:
         return False
-    return query is None or bound.query_sha256 is None or bound.query_sha256 == query
+    if query is None:
+        return True
+    bound_query = span.bound_query
+    return bound_query is None or bound_query == query
 
 
 def _check_orphans(

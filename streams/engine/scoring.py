@@ -44,7 +44,7 @@ def apply_scores(session: SessionState, event: ScoresComputed, emission: Emissio
                 score_id=entry.score_id,
                 score=entry.score,
                 query_sha256=entry.query_sha256,
-                text_digest=span.text_digest,  # equal; one digest object kept, not two
+                text_digest=span.text_digest,
                 bound_seq=event.seq,
             ),
         )

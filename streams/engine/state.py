@@ -57,6 +57,59 @@ def to_digest(sha256_hex: str) -> Digest:
     return sha256_hex
 
 
+_RAW = 1
+"""A head's flag: its digest is the 32 raw bytes of a sha256 (else a text, see
+:func:`pack_head`)."""
+_BOUND = 2
+"""A head's flag: a score is bound, its id follows the digest."""
+_TEXT_LENGTH = 4
+"""The bytes of a text digest's length in a head."""
+_RAW_UNBOUND, _RAW_BOUND = bytes((_RAW,)), bytes((_RAW | _BOUND,))
+_TEXT_UNBOUND, _TEXT_BOUND = bytes((0,)), bytes((_BOUND,))
+
+
+def pack_head(digest: Digest, score_id: str | None) -> bytes:
+    """A span's text digest and bound score id as one bytes object, its *head*.
+
+    Every bound span keeps both, and as two objects they cost their headers twice
+    (33 B a digest, 49 B a string): one object saves ~64 B a scored span. The layout:
+    a flag byte (:data:`_RAW`, :data:`_BOUND`); the digest (its 32 bytes, or a text
+    digest's UTF-8 after its length in 4 bytes); the score id's UTF-8 (lone surrogates
+    kept, as JSON may carry them) when bound. :func:`head_digest` and
+    :func:`head_score_id` give both back as they were."""
+    if isinstance(digest, bytes):
+        if len(digest) != 32:
+            raise ValueError(f"a raw digest is 32 bytes, not {len(digest)}")
+        if score_id is None:
+            return _RAW_UNBOUND + digest
+        return b"".join((_RAW_BOUND, digest, score_id.encode("utf-8", "surrogatepass")))
+    text = digest.encode("utf-8", "surrogatepass")
+    length = len(text).to_bytes(_TEXT_LENGTH, "little")
+    if score_id is None:
+        return b"".join((_TEXT_UNBOUND, length, text))
+    return b"".join((_TEXT_BOUND, length, text, score_id.encode("utf-8", "surrogatepass")))
+
+
+def _digest_end(head: bytes) -> int:
+    if head[0] & _RAW:
+        return 33
+    return 1 + _TEXT_LENGTH + int.from_bytes(head[1 : 1 + _TEXT_LENGTH], "little")
+
+
+def head_digest(head: bytes) -> Digest:
+    """The text digest a :func:`pack_head` head holds."""
+    if head[0] & _RAW:
+        return head[1:33]
+    return head[1 + _TEXT_LENGTH : _digest_end(head)].decode("utf-8", "surrogatepass")
+
+
+def head_score_id(head: bytes) -> str | None:
+    """The bound score id a :func:`pack_head` head holds (None: none bound)."""
+    if not head[0] & _BOUND:
+        return None
+    return head[_digest_end(head) :].decode("utf-8", "surrogatepass")
+
+
 SHARED_INTS = 16_384
 """Ints below this are held as one shared object each (:func:`shared_int`)."""
 
@@ -118,7 +171,8 @@ class SpanState:
     (:data:`~spanguard.streams.engine.referent_index.order_of`), its bound score is four
     of its fields (:attr:`bound` reads them as a :class:`BoundScore`), and the fields
     few spans have (lineage, surfaces, the two flags, the bound score's query) are in one
-    optional :class:`SpanExtra`: a span is 16 slots, 160 B, where a slot per field and a
+    optional :class:`SpanExtra`, and the text digest and bound score id are one bytes
+    object (:func:`pack_head`): a span is 15 slots, 152 B, where a slot per field and a
     bound score object cost 184 + 72. Changed only through :class:`SessionState`, which
     keeps the indexes in step.
     """
@@ -127,18 +181,17 @@ class SpanState:
         "added_seq",
         "answers",
         "arrival",
-        "bound_id",
         "bound_score",
         "bound_seq",
         "calls",
         "extra",
+        "head",
         "holds",
         "mentions",
         "position",
         "role",
         "span_id",
         "stale_rewrites",
-        "text_digest",
         "tokens",
     )
 
@@ -163,9 +216,9 @@ class SpanState:
         answers: str | None = None,
     ) -> None:
         self.span_id = span_id
-        self.text_digest = text_digest
-        """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
-        :attr:`text_sha256`)."""
+        self.head = pack_head(text_digest, None)
+        """The span's text digest and its bound score's id, one object
+        (:func:`pack_head`; read them as :attr:`text_digest` and :attr:`bound_id`)."""
         self.tokens = shared_int(tokens)
         self.position = shared_int(position)
         """The span's place in the context, as the harness numbered it (written in place
@@ -175,8 +228,6 @@ class SpanState:
         position in the context order, and names where its state record lives."""
         self.added_seq = shared_int(added_seq)
         self.stale_rewrites = stale_rewrites
-        self.bound_id: str | None = None
-        """The bound score's ``score_id`` (None: no score bound)."""
         self.bound_score = 0.0
         self.bound_seq = 0
         self.extra: SpanExtra | None = None
@@ -228,29 +279,58 @@ class SpanState:
         return f"SpanState{self._fields()!r}"
 
     @property
+    def text_digest(self) -> Digest:
+        """The sha256 of the span's text as 32 bytes (:func:`to_digest`; hex:
+        :attr:`text_sha256`). Setting it keeps the bound score's id: a caller that
+        gives a span a new text unbinds it."""
+        head = self.head
+        return head[1:33] if head[0] & _RAW else head_digest(head)
+
+    @text_digest.setter
+    def text_digest(self, digest: Digest) -> None:
+        self.head = pack_head(digest, self.bound_id)
+
+    @property
     def text_sha256(self) -> str:
         """The sha256 of the span's text, in hex."""
-        return to_hex(self.text_digest)
+        head = self.head
+        return head[1:33].hex() if head[0] & _RAW else to_hex(head_digest(head))
+
+    @property
+    def scored(self) -> bool:
+        """Whether a score is bound to the span (cheaper than reading :attr:`bound_id`)."""
+        return bool(self.head[0] & _BOUND)
+
+    @property
+    def bound_id(self) -> str | None:
+        """The bound score's ``score_id`` (None: no score bound)."""
+        return head_score_id(self.head)
 
     @property
     def bound(self) -> BoundScore | None:
         """The score bound to the span's current text, if any (made on each read: the
         span keeps its fields, 72 B less than an object of them)."""
-        if self.bound_id is None:
+        score_id = head_score_id(self.head)
+        if score_id is None:
             return None
         return BoundScore(
-            self.bound_id, self.bound_score, self.bound_query, self.text_digest, self.bound_seq
+            score_id, self.bound_score, self.bound_query, self.text_digest, self.bound_seq
         )
 
     @bound.setter
     def bound(self, bound: BoundScore | None) -> None:
         # A bound score is always of the span's current text (a new text unbinds it):
         # its digest is the span's own.
+        head = self.head
+        digest = head[1:33] if head[0] & _RAW else head_digest(head)
         if bound is None:
-            self.bound_id, self.bound_score, self.bound_seq = None, 0.0, 0
+            if head[0] & _BOUND:
+                self.head = pack_head(digest, None)
+            self.bound_score, self.bound_seq = 0.0, 0
             query = None
         else:
-            self.bound_id, self.bound_score = bound.score_id, bound.score
+            self.head = pack_head(digest, bound.score_id)
+            self.bound_score = bound.score
             self.bound_seq, query = shared_int(bound.bound_seq), bound.query_sha256
         if query is not None:
             self._extra().bound_query = query
@@ -638,7 +718,7 @@ class SessionState:
             span = spans.pop(span_id)
             left.append(span)
             # In the order of one-by-one removal: the float sum comes out bit-identical.
-            if span.bound_id is not None and span_id not in pending:
+            if span.head[0] & _BOUND and span_id not in pending:
                 bound_sum -= span.bound_score
                 bound_count -= 1
             live_tokens -= span.tokens
@@ -772,7 +852,7 @@ class SessionState:
             self.stale = _without(self.stale, (span.span_id,))
 
     def _ranked(self, span: SpanState) -> bool:
-        return span.bound_id is not None and span.span_id not in self.poisoned_pending
+        return bool(span.head[0] & _BOUND) and span.span_id not in self.poisoned_pending
 
     def _index_score(self, span: SpanState) -> None:
         if not self._ranked(span):
@@ -857,7 +937,7 @@ class SessionState:
                     _link(children, parent, span_id)
                 if extra.protected:
                     protected.add(span_id)
-            if span.bound_id is not None and span_id not in pending:
+            if span.head[0] & _BOUND and span_id not in pending:
                 ranked.setdefault(span.bound_query, []).append(span)
                 bound_sum += span.bound_score
                 bound_count += 1

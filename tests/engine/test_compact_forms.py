@@ -6,6 +6,7 @@ import hashlib
 import sys
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,16 @@ from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Mention, order_of
 from spanguard.streams.engine.referents import scan_text
-from spanguard.streams.engine.state import SpanExtra, SpanState, to_digest, to_hex
+from spanguard.streams.engine.state import (
+    BoundScore,
+    SpanExtra,
+    SpanState,
+    head_digest,
+    head_score_id,
+    pack_head,
+    to_digest,
+    to_hex,
+)
 
 
 @given(st.binary(max_size=64))
@@ -121,3 +131,29 @@ def test_equal_holds_are_one_object_and_stay_equal() -> None:
     assert other == ("k2", "account")
     assert other[0] is first[2] and other[1] is first[3]
     assert share_holds(()) == ()
+
+
+DIGESTS = st.one_of(st.binary(min_size=32, max_size=32), st.text(max_size=70))
+SCORE_IDS = st.none() | st.text(max_size=20)
+
+
+@given(DIGESTS, SCORE_IDS, DIGESTS)
+def test_a_head_gives_back_its_digest_and_score_id_and_keeps_the_id_under_a_new_text(
+    digest: bytes | str, score_id: str | None, retext: bytes | str
+) -> None:
+    head = pack_head(digest, score_id)
+    assert (head_digest(head), head_score_id(head)) == (digest, score_id)
+    span = SpanState("s1", digest, 3, 0, 1, 7)
+    span.bound = None if score_id is None else BoundScore(score_id, 0.5, None, digest, 9)
+    assert (span.text_digest, span.bound_id, span.scored) == (
+        digest,
+        score_id,
+        score_id is not None,
+    )
+    span.text_digest = retext
+    assert (span.text_digest, span.bound_id) == (retext, score_id)
+
+
+def test_a_raw_digest_is_32_bytes() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
+        pack_head(b"short", None)

@@ -12,9 +12,10 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanguard.streams.engine.engine import Engine
+from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.keys import HASH_PREFIX, key_text, sort_keyed, stored_key
 from spanguard.streams.engine.trace import SessionScript
+from spanguard.streams.sim import SimConfig, simulate
 from tests.engine.test_gate_paths import ALWAYS, NEVER, _replay
 from tests.engine.test_persist import run_split, run_whole
 
@@ -145,3 +146,16 @@ def test_the_name_book_holds_digests_and_records_keep_text() -> None:
     restored.restore(records)
     again = restored.sessions[(s.tenant, s.session_id)].names
     assert again.entries == book.entries and again.firsts == book.firsts
+
+
+def test_emptying_the_caches_midway_changes_no_output() -> None:
+    lines = simulate(SimConfig(sessions=12, seed=3)).lines
+    whole, cleared = Engine(), Engine()
+    source = Source("spanguard.events", 0, 0)
+    expected = [o.model_dump() for line in lines for o in whole.process_raw(line, source)]
+    got = []
+    for number, line in enumerate(lines):
+        if number % 50 == 0:
+            cleared.clear_caches()
+        got.extend(o.model_dump() for o in cleared.process_raw(line, source))
+    assert got == expected

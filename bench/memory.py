@@ -1,9 +1,12 @@
 """Memory per live span and per live session (issue 22, item 2).
 
 Two figures, both the growth of ``tracemalloc``'s traced memory while an engine
-processes the input (the input lines are built before tracing starts, and the
-engine's module-level caches are warmed by a throw-away run first, so only what the
-live state holds is counted):
+processes the input (the input lines are built before tracing starts, the module's
+lazily built tables are warmed by a throw-away run first, and the engine's bounded
+caches and the module's shares are emptied before tracing starts and again before the
+last reading, :meth:`~spanguard.streams.engine.engine.Engine.clear_caches`, so only what
+the live state holds is counted, and nothing an earlier run left in a cache is reused
+uncounted):
 
 The engine runs as the worker runs it: change tracking on, its changes drained every
 ``commit_every`` records of the runtime's defaults (``--no-changes``: off, the basis of

@@ -53,7 +53,7 @@ import orjson
 
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
 from spanguard.streams.engine.dedup import DedupWindow, event_digest
-from spanguard.streams.engine.holdings import share_holds, share_types
+from spanguard.streams.engine.holdings import share_holds, share_mentions, share_types
 from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
@@ -376,7 +376,9 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
         poisoned=poisoned,
         bound=None if bound is None else _load_bound(bound, digest),
         holds=share_holds(flat_holds([(stored_key(k), t) for k, t in holds])),
-        mentions=tuple(Mention(key=_stored_key(k), type=t, surface=s) for k, t, s in mentions),
+        mentions=share_mentions(
+            tuple(Mention(key=_stored_key(k), type=t, surface=s) for k, t, s in mentions)
+        ),
         surfaces=tuple((stored_key(k), s) for k, s in extra.get("s", ())),
         role=extra.get("r"),
         protected=extra.get("p", False),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from spanguard.schemas import text_sha256
 from spanguard.streams.engine.config import EngineSettings
-from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds
+from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds, share_mentions
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Mention, order_of
 from spanguard.streams.engine.referents import scan_text
@@ -131,6 +131,16 @@ def test_equal_holds_are_one_object_and_stay_equal() -> None:
     assert other == ("k2", "account")
     assert other[0] is first[2] and other[1] is first[3]
     assert share_holds(()) == ()
+
+
+def test_equal_mentions_are_one_tuple_of_shared_mentions_and_stay_equal() -> None:
+    first = share_mentions((Mention(type="hotel"), Mention(key=b"k" * 32, type="order")))
+    again = share_mentions((Mention(type="hotel"), Mention(key=b"k" * 32, type="order")))
+    assert again is first
+    other = share_mentions((Mention(type="hotel"),))
+    assert other == (Mention(type="hotel"),)
+    assert other[0] is first[0]
+    assert share_mentions(()) == ()
 
 
 DIGESTS = st.one_of(st.binary(min_size=32, max_size=32), st.text(max_size=70))

@@ -75,8 +75,8 @@ def close_window(session: SessionState, emission: Emission) -> CycleOutcome | No
         # is the whole streak's, so a restore in the middle of a long streak emits
         # exactly what replay does.
         session.drift_consecutive += 1
-        session.drift_streak.append(point)
-        del session.drift_streak[: -emission.settings.drift_series_points]
+        kept = emission.settings.drift_series_points  # 2 or more
+        session.drift_streak = (*session.drift_streak, point)[-kept:]
         if session.drift_consecutive >= 2:
             emission.fault(
                 FaultKind.MONOTONIC_DRIFT,
@@ -89,6 +89,6 @@ def close_window(session: SessionState, emission: Emission) -> CycleOutcome | No
             )
     else:
         session.drift_consecutive = 0
-        session.drift_streak.clear()
+        session.drift_streak = ()
     healthy = tokens_fell and within and window.clean
     return CycleOutcome(drifted=drifted, healthy=healthy)

@@ -531,6 +531,6 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
         session.names.firsts = firsts
     window = data["drift_window"]
     session.drift_window = None if window is None else DriftWindow(*window)
-    session.drift_streak = [DriftPoint(*p) for p in data["drift_streak"]]
+    session.drift_streak = tuple(DriftPoint(*p) for p in data["drift_streak"])
     session.drift_consecutive = data.get("drift_consecutive", len(session.drift_streak))
     changes.persisted_below = data["persisted_below"]

@@ -532,8 +532,9 @@ class SessionState:
     names: NameBook[StoredKey] = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     drift_window: DriftWindow | None = None
-    drift_streak: list[DriftPoint] = field(default_factory=list)
-    """The last ``drift_series_points`` points of the current drift streak."""
+    drift_streak: tuple[DriftPoint, ...] = ()
+    """The last ``drift_series_points`` points of the current drift streak (a tuple: most
+    sessions never drift, and an empty list would cost each 56 B)."""
     drift_consecutive: int = 0
     """Drifting rewrites in a row (the whole streak, however long)."""
     order: list[SpanState] = field(default_factory=list)

@@ -85,29 +85,29 @@ def share_mentions(mentions: tuple[Mention, ...]) -> tuple[Mention, ...]:
     return _shared(mentions, _shared_mentions, _shared_mention_items) if mentions else ()
 
 
-_shared_types: dict[frozenset[str], frozenset[str]] = {}
+_shared_strings: dict[frozenset[str], frozenset[str]] = {}
 
 
 def forget_shared() -> None:
-    """Forget the holds, mentions, keys and types remembered to be shared (the spans and sessions
+    """Forget the holds, mentions, keys and sets remembered to be shared (the spans and sessions
     keep theirs; later ones share among themselves again)."""
     for shared in (_shared_holds, _shared_items, _shared_mentions, _shared_mention_items):
         shared.clear()
-    _shared_types.clear()
+    _shared_strings.clear()
 
 
-def share_types(types: frozenset[str]) -> frozenset[str]:
-    """``types``, or an equal set a recent session already keeps: the sessions of a
-    fleet learn the same few entity types, and a set costs 216 B a session and more.
-    A pure memory measure, as :func:`share_holds` (bounded by the same number of
-    entries, cleared when full)."""
-    found = _shared_types.get(types)
+def share_strings(members: frozenset[str]) -> frozenset[str]:
+    """``members``, or an equal set a recent session already keeps: the sessions of a
+    fleet learn the same few entity types, and often protect spans of the same ids (a
+    system prompt's), and a set costs 216 B a session and more. A pure memory measure,
+    as :func:`share_holds` (bounded by the same number of entries, cleared when full)."""
+    found = _shared_strings.get(members)
     if found is not None:
         return found
-    if len(_shared_types) >= SHARED_HOLDS_ENTRIES:
-        _shared_types.clear()
-    _shared_types[types] = types
-    return types
+    if len(_shared_strings) >= SHARED_HOLDS_ENTRIES:
+        _shared_strings.clear()
+    _shared_strings[members] = members
+    return members
 
 
 Surfaces = tuple[tuple[StoredKey, str], ...]
@@ -333,8 +333,8 @@ class HoldingsBuilder:
     def learn_types(known_types: frozenset[str], holdings: Holdings) -> frozenset[str]:
         """The session's known types with those a span introduced: ``known_types``
         itself when it has them all (most spans), else a shared equal set
-        (:func:`share_types`)."""
+        (:func:`share_strings`)."""
         types = holdings.holds[1::2]
         if known_types.issuperset(types):
             return known_types
-        return share_types(known_types.union(types))
+        return share_strings(known_types.union(types))

@@ -53,7 +53,7 @@ import orjson
 
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
 from spanguard.streams.engine.dedup import DedupWindow, event_digest
-from spanguard.streams.engine.holdings import share_holds, share_mentions, share_types
+from spanguard.streams.engine.holdings import share_holds, share_mentions, share_strings
 from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
@@ -521,7 +521,7 @@ def _load_header(session: SessionState, changes: SessionChanges, data: dict[str,
     session.thrash_streak, session.last_rewrite_turn = data.get("thrash", (0, None))
     changes.remembered = data["remembered"]
     changes.drained_chunks = changes.remembered // CHUNK_IDS  # all written by that drain
-    session.known_types = share_types(frozenset(data["known_types"]))
+    session.known_types = share_strings(frozenset(data["known_types"]))
     session.names.entries = {
         stored_key(entry): None if value is None else (stored_key(value[0]), value[1], value[2])
         for entry, value in data.get("names", ())

@@ -29,6 +29,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from spanguard.streams.engine.gone import GoneSpans
+from spanguard.streams.engine.holdings import share_strings
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import (
@@ -528,7 +529,7 @@ class SessionState:
     :mod:`~spanguard.streams.engine.gone`)."""
     known_types: frozenset[str] = frozenset()
     """The entity types introduced in the session (shared with other sessions that
-    know the same: :func:`~spanguard.streams.engine.holdings.share_types`)."""
+    know the same: :func:`~spanguard.streams.engine.holdings.share_strings`)."""
     names: NameBook[StoredKey] = field(default_factory=NameBook)
     """The session's name book, in keyed-hash form (contract 1.2, "Referents")."""
     drift_window: DriftWindow | None = None
@@ -557,8 +558,10 @@ class SessionState:
     bound_count: int = 0
     call_spans: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Tool call id -> the live spans that make or answer it (contract 1.2)."""
-    protected: AbstractSet[str] = _NONE
-    """Live protected spans."""
+    protected: frozenset[str] = _NONE
+    """Live protected spans (a set shared with the sessions that protect spans of the
+    same ids, :func:`~spanguard.streams.engine.holdings.share_strings`; a protected span
+    is added and leaves rarely, each time a new set)."""
     newest_ts: datetime | None = None
     """The ``ts`` of the newest event processed (idle expiry, contract 1.2)."""
     thrash_streak: int = 0
@@ -614,7 +617,7 @@ class SessionState:
             for parent in extra.derived_from:
                 _link(self.children, parent, span.span_id)
             if extra.protected:
-                self.protected = _added(self.protected, span.span_id)
+                self.protected = share_strings(self.protected | {span.span_id})
         for call in span.call_ids:
             _link(self.call_spans, call, span.span_id)
         self.referents.add(span)
@@ -625,7 +628,8 @@ class SessionState:
         for call in span.call_ids:
             _unlink(self.call_spans, call, span.span_id)
         if span.protected:
-            self.protected = _without(self.protected, (span.span_id,))
+            remaining = self.protected - {span.span_id}
+            self.protected = share_strings(remaining) if remaining else _NONE
 
     def lineage(self, parents: Iterable[str] | None) -> tuple[str, ...]:
         """``parents`` as a span's ``derived_from``: each id of a live span as that
@@ -954,7 +958,7 @@ class SessionState:
         self.stale = stale or _NONE
         self.children = children
         self.call_spans = call_spans
-        self.protected = protected or _NONE
+        self.protected = share_strings(frozenset(protected)) if protected else _NONE
         self.live_tokens = live_tokens
         self.bound_sum = bound_sum
         self.bound_count = bound_count

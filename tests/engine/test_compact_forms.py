@@ -18,6 +18,7 @@ from spanguard.streams.engine.referent_index import Mention, order_of
 from spanguard.streams.engine.referents import scan_text
 from spanguard.streams.engine.state import (
     BoundScore,
+    SessionState,
     SpanExtra,
     SpanState,
     head_digest,
@@ -167,3 +168,19 @@ def test_a_head_gives_back_its_digest_and_score_id_and_keeps_the_id_under_a_new_
 def test_a_raw_digest_is_32_bytes() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         pack_head(b"short", None)
+
+
+def test_sessions_protecting_the_same_ids_share_one_set_and_change_their_own() -> None:
+    first, second = SessionState("t", "a"), SessionState("t", "b")
+    for session in (first, second):
+        for arrival, span_id in enumerate(["sys", "u1"], 1):
+            session.add_span(SpanState(span_id, b"d" * 32, 1, arrival, arrival, 0, protected=True))
+    assert first.protected == {"sys", "u1"}
+    assert first.protected is second.protected
+    first.remove_span("u1", 5)
+    assert (first.protected, second.protected) == ({"sys"}, {"sys", "u1"})
+    first.remove_span("sys", 6)
+    assert not first.protected
+    first.reindex()
+    second.reindex()
+    assert (first.protected, second.protected) == (frozenset(), {"sys", "u1"})

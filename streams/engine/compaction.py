@@ -69,7 +69,7 @@ def tokens_by_role(spans: Iterable[SpanState]) -> dict[str, int]:
 
 def _whole(session: SessionState, call: str) -> bool:
     spans = session.spans
-    linked = session.call_spans.get(call, ())
+    linked = session.linked_by(call)
     made = any(call in spans[s].calls for s in linked)
     answered = any(spans[s].answers == call for s in linked)
     return made and answered
@@ -160,7 +160,7 @@ def check_after(
 def _split(session: SessionState, call: str) -> dict[str, list[str]] | None:
     """The halves of a pair that was whole, if one of them is live and one is not."""
     spans = session.spans
-    linked = session.call_spans.get(call)
+    linked = session.linked_by(call)
     if not linked:
         return None  # both halves gone: a summary replaced the whole pair
     live = session.in_order(linked)

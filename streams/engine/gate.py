@@ -211,7 +211,7 @@ def _whole_groups(
                     changed = True
         if protect_lineage and session.children:
             for span_id in list(leaving):
-                if any(kid not in leaving for kid in session.children.get(span_id, ())):
+                if any(kid not in leaving for kid in session.children_of(span_id)):
                     del leaving[span_id]
                     refusing[span_id] = _LINEAGE
                     changed = True
@@ -549,7 +549,7 @@ def _check_orphans(
     leaving = set(committed) | set(dropped)
     orphans: dict[str, list[str]] = {}
     for span_id in committed:
-        staying = sorted(kid for kid in session.children.get(span_id, ()) if kid not in leaving)
+        staying = sorted(kid for kid in session.children_of(span_id) if kid not in leaving)
         if staying:
             orphans[span_id] = staying
     if orphans:

@@ -501,6 +501,20 @@ class Reshape:
     """The spans kept keep their relative order (see :meth:`SessionState.reindex`)."""
 
 
+Links = str | tuple[str, ...]
+"""The members of a one-to-few index entry: the one member itself (most parents have one
+child, and a call is made before it is answered), else a tuple of them (not a set or a
+list: a tuple of two costs 56 B where a list costs 72 and a set 216; a link or an unlink
+makes a new one, of a few items). :func:`members` reads either as a tuple."""
+
+
+def members(links: Links | None) -> tuple[str, ...]:
+    """The members of an index entry (none for None)."""
+    if links is None:
+        return ()
+    return (links,) if isinstance(links, str) else links
+
+
 _NONE: frozenset[str] = frozenset()
 """The value of a span-id set while it is empty (an empty set costs 216 B a session,
 and most sessions never have a stale, poisoned or protected span)."""
@@ -548,16 +562,16 @@ class SessionState:
     """Live spans with ``stale_rewrites > 0`` that gate (not dropped poisoned ones)."""
     poisoned_pending: AbstractSet[str] = _NONE
     """Poisoned spans waiting to be dropped (``poisoned: drop``)."""
-    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Span id -> the live spans citing it in ``derived_from`` (tuples, not sets or
-    lists: a span has a child or two, and a tuple of one costs 48 B where a list costs
-    64 and a set 216; a link or an unlink makes a new one, of a few items)."""
+    children: dict[str, Links] = field(default_factory=dict)
+    """Span id -> the live spans citing it in ``derived_from`` (:data:`Links`; read it
+    with :meth:`children_of`)."""
     referents: ReferentIndex = field(default_factory=ReferentIndex)
     live_tokens: int = 0
     bound_sum: float = 0.0
     bound_count: int = 0
-    call_spans: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Tool call id -> the live spans that make or answer it (contract 1.2)."""
+    call_spans: dict[str, Links] = field(default_factory=dict)
+    """Tool call id -> the live spans that make or answer it (contract 1.2;
+    :data:`Links`, read with :meth:`linked_by`)."""
     protected: frozenset[str] = _NONE
     """Live protected spans (a set shared with the sessions that protect spans of the
     same ids, :func:`~spanguard.streams.engine.holdings.share_strings`; a protected span
@@ -645,10 +659,18 @@ class SessionState:
         """``call`` as the live spans of its tool pair already hold it (the same string
         object: a result's id would otherwise be a copy of its call's, ~230 B a
         simulated session), or ``call`` itself when none does."""
-        linked = self.call_spans.get(call)
-        if linked is None:
+        linked = members(self.call_spans.get(call))
+        if not linked:
             return call
         return next(held for held in self.spans[linked[0]].call_ids if held == call)
+
+    def children_of(self, span_id: str) -> tuple[str, ...]:
+        """The live spans citing ``span_id`` in their ``derived_from``."""
+        return members(self.children.get(span_id))
+
+    def linked_by(self, call: str) -> tuple[str, ...]:
+        """The live spans that make or answer tool call ``call``."""
+        return members(self.call_spans.get(call))
 
     def group(self, span_id: str) -> list[str]:
         """The live spans of ``span_id``'s tool pair group (linked through shared call
@@ -660,7 +682,7 @@ class SessionState:
         queue = [span]
         while queue:
             for call in queue.pop().call_ids:
-                for other in self.call_spans.get(call, ()):
+                for other in self.linked_by(call):
                     if other not in found:
                         found.add(other)
                         queue.append(self.spans[other])
@@ -907,7 +929,7 @@ class SessionState:
         if after < len(order):
             found.append(order[after].span_id)
         found.extend(p for p in span.derived_from if p in self.spans and p not in leaving)
-        found.extend(c for c in self.children.get(span.span_id, ()) if c not in leaving)
+        found.extend(c for c in self.children_of(span.span_id) if c not in leaving)
         return found
 
     def reindex(self, *, in_order: bool = False) -> None:
@@ -927,8 +949,8 @@ class SessionState:
         pending = self.poisoned_pending
         ranked: dict[str | None, list[SpanState]] = {}
         stale: set[str] = set()
-        children: dict[str, tuple[str, ...]] = {}
-        call_spans: dict[str, tuple[str, ...]] = {}
+        children: dict[str, Links] = {}
+        call_spans: dict[str, Links] = {}
         protected: set[str] = set()
         live_tokens = 0
         bound_sum = 0.0
@@ -991,23 +1013,27 @@ def _remove(order: list[SpanState], span: SpanState) -> None:
     del order[at]
 
 
-def _link(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
+def _link(index: dict[str, Links], name: str, member: str) -> None:
     """Enter ``member`` under ``name`` in a one-to-few index (once)."""
-    members = index.get(name)
-    if members is None:
-        index[name] = (member,)
-    elif member not in members:
-        index[name] = (*members, member)
+    links = index.get(name)
+    if links is None:
+        index[name] = member
+    elif isinstance(links, str):
+        if links != member:
+            index[name] = (links, member)
+    elif member not in links:
+        index[name] = (*links, member)
 
 
-def _unlink(index: dict[str, tuple[str, ...]], name: str, member: str) -> None:
+def _unlink(index: dict[str, Links], name: str, member: str) -> None:
     """Take ``member`` out from under ``name``; a name with no member left leaves."""
-    members = index.get(name)
-    if members is not None and member in members:
-        if len(members) == 1:
+    found = members(index.get(name))
+    if member in found:
+        kept = tuple(m for m in found if m != member)
+        if not kept:
             del index[name]
         else:
-            index[name] = tuple(m for m in members if m != member)
+            index[name] = kept[0] if len(kept) == 1 else kept
 
 
 def _keys(span: SpanState) -> tuple[StoredKey, ...]:

@@ -132,6 +132,20 @@ def to_hex(digest: Digest) -> str:
     return digest.hex() if isinstance(digest, bytes) else digest
 
 
+Links = str | tuple[str, ...]
+"""The members of a one-to-few index entry: the one member itself (most parents have one
+child, and a call is made before it is answered), else a tuple of them (not a set or a
+list: a tuple of two costs 56 B where a list costs 72 and a set 216; a link or an unlink
+makes a new one, of a few items). :func:`members` reads either as a tuple."""
+
+
+def members(links: Links | None) -> tuple[str, ...]:
+    """The members of an index entry (none for None)."""
+    if links is None:
+        return ()
+    return (links,) if isinstance(links, str) else links
+
+
 @dataclass(slots=True)
 class BoundScore:
     """The one score bound to a span's current text (from a ``scores.computed``)."""
@@ -184,10 +198,10 @@ class SpanState:
         "arrival",
         "bound_score",
         "bound_seq",
-        "calls",
         "extra",
         "head",
         "holds",
+        "made",
         "mentions",
         "position",
         "role",
@@ -240,8 +254,9 @@ class SpanState:
         """What the span refers to without holding it."""
         # A handful of roles, each decoded into a string of its own: one object each.
         self.role = None if role is None else sys.intern(role)
-        self.calls = calls
-        """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only)."""
+        self.made: Links = calls[0] if len(calls) == 1 else calls
+        """Contract 1.2: the tool call ids this span makes (set by ``span.added`` only;
+        one is kept as itself, :data:`Links`: read them as :attr:`calls`)."""
         self.answers = answers
         """Contract 1.2: the tool call id this span answers. Spans sharing a call id, as
         its maker or an answer, are one tool pair group."""
@@ -367,6 +382,12 @@ class SpanState:
         """Rewritten ``poisoned_at`` times without a new score (``POISONED_SPAN``)."""
         extra = self.extra
         return extra is not None and extra.poisoned
+
+    @property
+    def calls(self) -> tuple[str, ...]:
+        """Contract 1.2: the tool call ids this span makes."""
+        made = self.made
+        return (made,) if isinstance(made, str) else made
 
     @property
     def call_ids(self) -> tuple[str, ...]:
@@ -499,20 +520,6 @@ class Reshape:
     """New holdings, by span id (only spans whose holdings may change)."""
     in_order: bool
     """The spans kept keep their relative order (see :meth:`SessionState.reindex`)."""
-
-
-Links = str | tuple[str, ...]
-"""The members of a one-to-few index entry: the one member itself (most parents have one
-child, and a call is made before it is answered), else a tuple of them (not a set or a
-list: a tuple of two costs 56 B where a list costs 72 and a set 216; a link or an unlink
-makes a new one, of a few items). :func:`members` reads either as a tuple."""
-
-
-def members(links: Links | None) -> tuple[str, ...]:
-    """The members of an index entry (none for None)."""
-    if links is None:
-        return ()
-    return (links,) if isinstance(links, str) else links
 
 
 _NONE: frozenset[str] = frozenset()
@@ -749,7 +756,7 @@ class SessionState:
                 bound_sum -= span.bound_score
                 bound_count -= 1
             live_tokens -= span.tokens
-            if span.extra is not None or span.calls or span.answers is not None:
+            if span.extra is not None or span.made or span.answers is not None:
                 self._unlink_child(span)
                 self._unlink_calls(span)
             # The arrival straight from the order key: the property costs a call a span.

@@ -6,7 +6,7 @@ from typing import Any
 
 from spanguard.schemas import FaultKind, ScoresComputed
 from spanguard.streams.engine.emit import Emission
-from spanguard.streams.engine.state import BoundScore, SessionState
+from spanguard.streams.engine.state import SessionState
 
 
 def apply_scores(session: SessionState, event: ScoresComputed, emission: Emission) -> None:
@@ -38,16 +38,7 @@ def apply_scores(session: SessionState, event: ScoresComputed, emission: Emissio
                 }
             )
             continue
-        session.bind(
-            span,
-            BoundScore(
-                score_id=entry.score_id,
-                score=entry.score,
-                query_sha256=entry.query_sha256,
-                text_digest=span.text_digest,
-                bound_seq=event.seq,
-            ),
-        )
+        session.bind(span, entry.score_id, entry.score, entry.query_sha256, event.seq)
         if span.stale_rewrites:  # a counter at 0 stays so, and bind marked the change
             session.set_counter(span, 0)
     if gaps:

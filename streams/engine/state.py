@@ -337,17 +337,26 @@ class SpanState:
     def bound(self, bound: BoundScore | None) -> None:
         # A bound score is always of the span's current text (a new text unbinds it):
         # its digest is the span's own.
+        if bound is not None:
+            self.bind_score(bound.score_id, bound.score, bound.query_sha256, bound.bound_seq)
+            return
         head = self.head
-        digest = head[1:33] if head[0] & _RAW else head_digest(head)
-        if bound is None:
-            if head[0] & _BOUND:
-                self.head = pack_head(digest, None)
-            self.bound_score, self.bound_seq = 0.0, 0
-            query = None
+        if head[0] & _BOUND:
+            self.head = pack_head(head[1:33] if head[0] & _RAW else head_digest(head), None)
+        self.bound_score, self.bound_seq = 0.0, 0
+        if self.extra is not None:
+            self.extra.bound_query = None
+
+    def bind_score(self, score_id: str, score: float, query: str | None, seq: int) -> None:
+        """Bind a score to the span's current text (:attr:`bound` without the object)."""
+        head = self.head
+        if head[0] & _RAW:
+            sid = score_id.encode("utf-8", "surrogatepass")
+            self.head = b"".join((_RAW_BOUND, head[1:33], sid))
         else:
-            self.head = pack_head(digest, bound.score_id)
-            self.bound_score = bound.score
-            self.bound_seq, query = shared_int(bound.bound_seq), bound.query_sha256
+            self.head = pack_head(head_digest(head), score_id)
+        self.bound_score = score
+        self.bound_seq = shared_int(seq)
         if query is not None:
             self._extra().bound_query = query
         elif self.extra is not None:
@@ -392,9 +401,10 @@ class SpanState:
     @property
     def call_ids(self) -> tuple[str, ...]:
         """Every call id that links this span to others: made or answered."""
-        if self.answers is None:
-            return self.calls
-        return (*self.calls, self.answers)
+        made, answers = self.made, self.answers
+        if isinstance(made, str):
+            return (made,) if answers is None else (made, answers)
+        return made if answers is None else (*made, answers)
 
     def _extra(self) -> SpanExtra:
         """The span's own extra, made when it needs one."""
@@ -853,10 +863,13 @@ class SessionState:
 
     # -- scores ----------------------------------------------------------
 
-    def bind(self, span: SpanState, bound: BoundScore | None) -> None:
-        """Bind ``bound`` to ``span`` (or unbind with None), keeping sums and indexes."""
+    def bind(
+        self, span: SpanState, score_id: str, score: float, query: str | None, seq: int
+    ) -> None:
+        """Bind a score to ``span``'s current text (:meth:`SpanState.bind_score`), keeping
+        sums and indexes."""
         self._unindex_score(span)
-        span.bound = bound
+        span.bind_score(score_id, score, query, seq)
         self._index_score(span)
         self._touch(span.arrival)
 

@@ -100,10 +100,11 @@ class Engine:
 
     def clear_caches(self) -> None:
         """Empty the bounded caches the engine and its module keep (scans of recent
-        texts, keyed hashes, shared holds): what is left is what its sessions hold.
-        Outputs do not change; the next events fill the caches again. Memory
-        measures (``bench.memory``) read a session's cost with them empty, so that a
-        cache filling up, or emptied when full, is not counted as sessions' memory."""
+        texts, keyed hashes, shared holds and mentions): what is left is what its
+        sessions hold. Outputs do not change; the next events fill the caches again.
+        Memory measures (``bench.memory``) read a session's cost with them empty, so
+        that a cache filling up, or emptied when full, is not counted as sessions'
+        memory."""
         self._holdings.clear_caches()
         forget_shared()
 

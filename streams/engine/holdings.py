@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from spanguard.schemas import MentionIn, Referent
 from spanguard.streams.engine.config import EngineSettings
@@ -88,14 +88,6 @@ def share_mentions(mentions: tuple[Mention, ...]) -> tuple[Mention, ...]:
 _shared_strings: dict[frozenset[str], frozenset[str]] = {}
 
 
-def forget_shared() -> None:
-    """Forget the holds, mentions, keys and sets remembered to be shared (the spans and sessions
-    keep theirs; later ones share among themselves again)."""
-    for shared in (_shared_holds, _shared_items, _shared_mentions, _shared_mention_items):
-        shared.clear()
-    _shared_strings.clear()
-
-
 def share_strings(members: frozenset[str]) -> frozenset[str]:
     """``members``, or an equal set a recent session already keeps: the sessions of a
     fleet learn the same few entity types, and often protect spans of the same ids (a
@@ -108,6 +100,20 @@ def share_strings(members: frozenset[str]) -> frozenset[str]:
         _shared_strings.clear()
     _shared_strings[members] = members
     return members
+
+
+def forget_shared() -> None:
+    """Forget the holds, mentions, keys and sets remembered to be shared (the spans and
+    sessions keep theirs; later ones share among themselves again)."""
+    shares: tuple[dict[Any, Any], ...] = (
+        _shared_holds,
+        _shared_items,
+        _shared_mentions,
+        _shared_mention_items,
+        _shared_strings,
+    )
+    for shared in shares:
+        shared.clear()
 
 
 Surfaces = tuple[tuple[StoredKey, str], ...]

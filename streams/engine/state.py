@@ -340,9 +340,8 @@ class SpanState:
         if bound is not None:
             self.bind_score(bound.score_id, bound.score, bound.query_sha256, bound.bound_seq)
             return
-        head = self.head
-        if head[0] & _BOUND:
-            self.head = pack_head(head[1:33] if head[0] & _RAW else head_digest(head), None)
+        if self.head[0] & _BOUND:
+            self.head = pack_head(head_digest(self.head), None)
         self.bound_score, self.bound_seq = 0.0, 0
         if self.extra is not None:
             self.extra.bound_query = None

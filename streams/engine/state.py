@@ -675,7 +675,7 @@ class SessionState:
         """``call`` as the live spans of its tool pair already hold it (the same string
         object: a result's id would otherwise be a copy of its call's, ~230 B a
         simulated session), or ``call`` itself when none does."""
-        linked = members(self.call_spans.get(call))
+        linked = self.linked_by(call)
         if not linked:
             return call
         return next(held for held in self.spans[linked[0]].call_ids if held == call)
@@ -823,8 +823,8 @@ class SessionState:
                     reheld.append(old)
         touched: list[SpanState] = []
         for span, sha256_hex in change.retexted:
-            span.text_digest = to_digest(sha256_hex)
             span.bound = None  # the rankings are rebuilt below
+            span.text_digest = to_digest(sha256_hex)  # unbound first: no score id to keep
             touched.append(span)
         for span, tokens, parents in change.shaped:
             if span.tokens != tokens or span.derived_from != parents:

@@ -102,6 +102,30 @@ def share_strings(members: frozenset[str]) -> frozenset[str]:
     return members
 
 
+SHARED_ID_LENGTH = 24
+"""Ids up to this many characters are shared (:func:`share_id`): longer ones are
+mostly random (a UUID is 36), and would only churn the table."""
+
+_shared_ids: dict[str, str] = {}
+
+
+def share_id(value: str) -> str:
+    """``value``, or the equal id string a recent span already keeps: harnesses number
+    spans and tool calls per session (``u1``, ``call_3``), so every session keeps its
+    own copy of the same short ids (49 B and more each, ~2 KB a simulated session,
+    its gone spans' included). A pure memory measure, as :func:`share_holds` (bounded,
+    cleared when full); a long id is kept as given."""
+    if len(value) > SHARED_ID_LENGTH:
+        return value
+    found = _shared_ids.get(value)
+    if found is not None:
+        return found
+    if len(_shared_ids) >= SHARED_HOLDS_ENTRIES:
+        _shared_ids.clear()
+    _shared_ids[value] = value
+    return value
+
+
 def forget_shared() -> None:
     """Forget the holds, mentions, keys and sets remembered to be shared (the spans and
     sessions keep theirs; later ones share among themselves again)."""
@@ -111,6 +135,7 @@ def forget_shared() -> None:
         _shared_mentions,
         _shared_mention_items,
         _shared_strings,
+        _shared_ids,
     )
     for shared in shares:
         shared.clear()

@@ -53,7 +53,12 @@ import orjson
 
 from spanguard.streams.engine.changes import BLOCK_SPANS, CHUNK_IDS, SessionChanges
 from spanguard.streams.engine.dedup import DedupWindow, event_digest
-from spanguard.streams.engine.holdings import share_holds, share_mentions, share_strings
+from spanguard.streams.engine.holdings import (
+    share_holds,
+    share_id,
+    share_mentions,
+    share_strings,
+)
 from spanguard.streams.engine.jsonbytes import json_bytes
 from spanguard.streams.engine.keys import StoredKey, key_text, key_texts, stored_key
 from spanguard.streams.engine.markers import Marker, SessionKey
@@ -390,6 +395,7 @@ def _load_span(span_id: str, raw: list[Any]) -> SpanState:
 def _load_entry(
     session: SessionState, changes: SessionChanges, span_id: str, data: list[Any]
 ) -> None:
+    span_id = share_id(span_id)  # one string for the state's every use, as an event's
     if len(data) <= 4:  # a gone span: [seq, counter, arrival] and the keys it held
         keys = tuple(map(stored_key, data[3])) if len(data) == 4 else ()
         session.gone.leave(span_id, data[0], data[1], data[2], keys)

@@ -29,7 +29,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from spanguard.streams.engine.gone import GoneSpans
-from spanguard.streams.engine.holdings import share_strings
+from spanguard.streams.engine.holdings import share_id, share_strings
 from spanguard.streams.engine.keys import StoredKey
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import (
@@ -230,7 +230,7 @@ class SpanState:
         calls: tuple[str, ...] = (),
         answers: str | None = None,
     ) -> None:
-        self.span_id = span_id
+        self.span_id = share_id(span_id)
         self.head = pack_head(text_digest, None)
         """The span's text digest and its bound score's id, one object
         (:func:`pack_head`; read them as :attr:`text_digest` and :attr:`bound_id`)."""
@@ -669,7 +669,9 @@ class SessionState:
         if not parents:
             return ()
         spans = self.spans
-        return tuple(span.span_id if (span := spans.get(p)) is not None else p for p in parents)
+        return tuple(
+            span.span_id if (span := spans.get(p)) is not None else share_id(p) for p in parents
+        )
 
     def call_id(self, call: str) -> str:
         """``call`` as the live spans of its tool pair already hold it (the same string
@@ -677,7 +679,7 @@ class SessionState:
         simulated session), or ``call`` itself when none does."""
         linked = self.linked_by(call)
         if not linked:
-            return call
+            return share_id(call)
         return next(held for held in self.spans[linked[0]].call_ids if held == call)
 
     def children_of(self, span_id: str) -> tuple[str, ...]:

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from spanguard.schemas import text_sha256
 from spanguard.streams.engine.config import EngineSettings
-from spanguard.streams.engine.holdings import HoldingsBuilder, share_holds, share_mentions
+from spanguard.streams.engine.holdings import (
+    SHARED_ID_LENGTH,
+    HoldingsBuilder,
+    forget_shared,
+    share_holds,
+    share_id,
+    share_mentions,
+)
 from spanguard.streams.engine.names import NameBook
 from spanguard.streams.engine.referent_index import Mention, order_of
 from spanguard.streams.engine.referents import scan_text
@@ -142,6 +149,23 @@ def test_equal_mentions_are_one_tuple_of_shared_mentions_and_stay_equal() -> Non
     assert other == (Mention(type="hotel"),)
     assert other[0] is first[0]
     assert share_mentions(()) == ()
+
+
+def test_short_ids_are_one_object_across_sessions_and_long_ones_are_kept_as_given() -> None:
+    def fresh(text: str) -> str:
+        return "".join(list(text))
+
+    forget_shared()
+    first = share_id(fresh("call_1"))
+    assert share_id(fresh("call_1")) is first
+    long_id = fresh("x" * (SHARED_ID_LENGTH + 1))
+    assert share_id(long_id) is long_id
+    assert share_id(fresh(long_id)) is not long_id  # a long id is never remembered
+    # Two sessions numbering their spans alike keep one string per id.
+    spans = [SpanState(fresh("u1"), b"d" * 32, 1, 0, 1, 0) for _ in range(2)]
+    assert spans[0].span_id is spans[1].span_id
+    forget_shared()
+    assert share_id(fresh("call_1")) is not first
 
 
 DIGESTS = st.one_of(st.binary(min_size=32, max_size=32), st.text(max_size=70))

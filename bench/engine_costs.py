@@ -20,9 +20,11 @@ import random
 import time
 import tracemalloc
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from bench.engine.mixed import feed
+from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.decode import decode
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.trace import SessionScript, interleave
@@ -86,7 +88,8 @@ def measure_memory(
             s.score(*[(f"s{i:05d}", 0.1 + (i % 9) / 10) for i in range(start, start + 250)])
         scripts.append(s)
     lines = interleave(scripts)
-    engine = Engine(track_changes=changes)
+    # Every session held as objects (cold_after 0): a live span's cost, not its packed form's.
+    engine = Engine(EngineSettings(cold_after=timedelta(0)), track_changes=changes)
     engine.clear_caches()  # what an earlier run left in the module's shares is not reused
     gc.collect()
     tracemalloc.start()

@@ -23,7 +23,13 @@ before it).
   closed (their ``session.closed`` lines are left out) and idle expiry off, so every
   session stays live: the average, and the marginal cost of a session (what the
   engine's memory grows by per session from half the sessions to all of them; the
-  rest, ``fixed_bytes``, is what an engine holds once: its bounded caches).
+  rest, ``fixed_bytes``, is what an engine holds once: its bounded caches). The
+  engine's defaults hold a session idle for ``cold_after`` (10 min of event time) packed
+  (:mod:`~spanguard.streams.engine.cold`): at the end of the simulated fleet's four
+  hours most sessions are, as in a fleet whose sessions live ``idle_timeout`` (24 h)
+  past their last event. ``per_hot_session`` is the same measure with ``cold_after`` 0,
+  every session held as objects: what a busy session costs. The per-span row holds
+  every session as objects too.
 
     .venv/bin/python -m bench.memory             # tracemalloc figures
     .venv/bin/python -m bench.memory --top 30    # and the 30 lines a session costs most at
@@ -106,14 +112,19 @@ def _traced_growth(
     return engine, after - before, grown_at
 
 
-def measure_sessions(sessions: int, top: int = 0, changes: bool = True) -> Json:
+def measure_sessions(
+    sessions: int, top: int = 0, changes: bool = True, cold_after: timedelta | None = None
+) -> Json:
     """Traced bytes per live simulated session: the average over ``sessions`` and the
     marginal cost (the growth from half of them to all of them, divided by the other
     half), which leaves out what an engine holds once whatever its number of
     sessions (its bounded caches of recent texts' scans and of keyed hashes). With
-    ``top``, the marginal cost of the ``top`` source lines that allocate most of it."""
+    ``top``, the marginal cost of the ``top`` source lines that allocate most of it.
+    ``cold_after``: the engine's setting (None: its default; 0: every session is held
+    as objects, none packed)."""
     lines = open_session_lines(sessions)
-    settings = EngineSettings(idle_timeout=timedelta(0))
+    packing = {} if cold_after is None else {"cold_after": cold_after}
+    settings = EngineSettings(idle_timeout=timedelta(0), **packing)
     # Warm the module-level caches (compiled patterns, word lists) on other sessions.
     for line in open_session_lines(20, seed=99):
         Engine(settings).process_raw(line, SOURCE)
@@ -122,7 +133,7 @@ def measure_sessions(sessions: int, top: int = 0, changes: bool = True) -> Json:
     half_live = len(half_engine.sessions)
     del half_engine
     engine, grown, grown_at = _traced_growth(lines, settings, changes, top > 0)
-    live = len(engine.sessions)
+    live, cold = len(engine.sessions), engine.sessions.cold
     spans = sum(len(state.spans) for state in engine.sessions.values())
     gone = sum(len(state.gone) for state in engine.sessions.values())
     marginal = (grown - half_grown) / (live - half_live)
@@ -134,6 +145,8 @@ def measure_sessions(sessions: int, top: int = 0, changes: bool = True) -> Json:
     return {
         "change_tracking": changes,
         "sessions": live,
+        "cold_after_seconds": settings.cold_after.total_seconds(),
+        "cold_sessions": cold,
         "events": len(lines),
         "live_spans": spans,
         "gone_spans": gone,
@@ -206,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     changes = not args.no_changes
     report: Json = {
         "per_session": measure_sessions(args.sessions, args.top, changes),
+        "per_hot_session": measure_sessions(args.sessions, 0, changes, timedelta(0)),
         "per_span": measure_spans(args.spans_sessions, changes),
     }
     print(json.dumps(report, indent=2))

@@ -55,6 +55,14 @@ class EngineSettings(BaseModel):
         ge=timedelta(0),
         description="a session with no event for this long (event time) expires; 0: never",
     )
+    cold_after: timedelta = Field(
+        timedelta(minutes=10),
+        ge=timedelta(0),
+        description=(
+            "a live session with no event for this long (event time) is held packed, "
+            "~4 KB instead of ~15, until it is read again; 0: never"
+        ),
+    )
     tombstone_retention: timedelta = Field(
         timedelta(days=7),
         ge=timedelta(0),

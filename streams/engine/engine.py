@@ -21,6 +21,7 @@ from spanguard.schemas import (
     RejectReason,
     SpanAdded,
 )
+from spanguard.streams.engine.cold import Sessions
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.counters import apply_counters, created_counter
 from spanguard.streams.engine.deadletter import keep, scan_identity
@@ -83,9 +84,10 @@ class Engine:
         self, settings: EngineSettings | None = None, *, track_changes: bool = False
     ) -> None:
         self.settings = settings or EngineSettings()
-        self.sessions: dict[SessionKey, SessionState] = {}
         self.windows: dict[SessionKey, DedupWindow] = {}
-        """Each live session's duplicate window."""
+        """Each hot live session's duplicate window (a cold one's is packed with it)."""
+        self.sessions = Sessions(self.windows, self.settings.cold_after)
+        """The live sessions, the idle ones held packed (:mod:`~spanguard.streams.engine.cold`)."""
         self._holdings = HoldingsBuilder(self.settings)
         self.lifetimes = Lifetimes(
             self.settings.idle_timeout,
@@ -127,7 +129,9 @@ class Engine:
         """
         if self._changelog is None:
             return []
-        return self._changelog.drain(self.sessions, self.windows, self.lifetimes.clock)
+        records = self._changelog.drain(self.sessions, self.windows, self.lifetimes.clock)
+        self.sessions.settle(self.lifetimes.clock)
+        return records
 
     def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:
         """Load sessions from changelog records, the latest value per key with
@@ -348,22 +352,21 @@ class Engine:
         changelog = self._changelog
         if changelog is not None:
             changelog.clock_moved()
-        for key, at in list(lifetimes.expired(self._newest)):
+        for key, at in list(lifetimes.expired(self.sessions.newest)):
             session = self.sessions[key]
             self._end(key, Marker("expired", session.last_seq or 0, at))
             self.stats.sessions_expired += 1
         for key in list(lifetimes.forgotten()):
             if changelog is not None:
                 changelog.forgotten(key)
-
-    def _newest(self, key: SessionKey) -> datetime | None:
-        session = self.sessions.get(key)
-        return None if session is None else session.newest_ts
+        self.sessions.cool(lifetimes.clock, () if changelog is None else changelog.owing())
 
     def _touch_newest(self, session: SessionState, ts: datetime) -> None:
         if session.newest_ts is None or ts > session.newest_ts:
             session.newest_ts = ts
-            self.lifetimes.watch((session.tenant, session.session_id), ts)
+            key = (session.tenant, session.session_id)
+            self.lifetimes.watch(key, ts)
+            self.sessions.watch(key, ts)
 
     def _end(self, key: SessionKey, marker: Marker) -> None:
         """A session closed or expired: its state and window go, its marker stays."""

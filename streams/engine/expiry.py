@@ -25,21 +25,71 @@ from datetime import datetime, timedelta
 from spanguard.streams.engine.markers import Marker, Markers, SessionKey
 
 
+class IdleWatch:
+    """Sessions that become due ``after`` their newest ``ts``, by an event-time clock:
+    a heap keyed by the moment each is due, one entry a session whatever its number of
+    events (when it surfaces and the session had a newer event since, it moves on).
+    Idle expiry and the cooling of idle sessions (:mod:`~spanguard.streams.engine.cold`)
+    each keep one."""
+
+    __slots__ = ("_due", "_watched", "after")
+
+    def __init__(self, after: timedelta) -> None:
+        self.after = after
+        self._due: list[tuple[datetime, SessionKey]] = []
+        self._watched: set[SessionKey] = set()
+        """Sessions with an entry in ``_due`` (one each: the heap stays as large as the
+        sessions watched, however many events they have)."""
+
+    def watch(self, key: SessionKey, newest: datetime) -> None:
+        """A session's newest ``ts`` is ``newest``: it is due ``after`` later. A session
+        already watched keeps its entry, which moves on when it surfaces. With ``after``
+        0 nothing is watched."""
+        if self.after and key not in self._watched:
+            self._watched.add(key)
+            heapq.heappush(self._due, (newest + self.after, key))
+
+    def due(
+        self, clock: datetime | None, newest_of: Callable[[SessionKey], datetime | None]
+    ) -> Iterator[tuple[SessionKey, datetime]]:
+        """The sessions due strictly before ``clock`` and the moment each became due,
+        taken off the watch: ``newest_of`` gives a session's newest ``ts`` (None: it is
+        gone, or no longer to be watched; an entry that no longer matches it is stale
+        and moves on)."""
+        due = self._due
+        while due and clock is not None and due[0][0] < clock:
+            at, key = heapq.heappop(due)
+            newest = newest_of(key)
+            if newest is None:
+                self._watched.discard(key)
+                continue
+            due_at = newest + self.after
+            if due_at > at:  # a newer event since: the entry moves on
+                heapq.heappush(due, (due_at, key))
+                continue
+            self._watched.discard(key)
+            yield key, due_at
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+
 class Lifetimes:
     """The clock, the idle sessions it expires and, by the same clock, the markers of
     ended sessions it forgets (their store: :class:`~spanguard.streams.engine.markers.Markers`)."""
 
-    __slots__ = ("_due", "_watched", "clock", "idle", "markers", "skew")
+    __slots__ = ("_idle", "clock", "markers", "skew")
 
     def __init__(self, idle: timedelta, retention: timedelta, skew: timedelta) -> None:
-        self.idle = idle
+        self._idle = IdleWatch(idle)
         self.skew = skew
         self.clock: datetime | None = None
         self.markers = Markers(retention)
-        self._due: list[tuple[datetime, SessionKey]] = []
-        self._watched: set[SessionKey] = set()
-        """Sessions with an entry in ``_due`` (one each: the heap stays as large as the
-        live sessions, however many events they have)."""
+
+    @property
+    def idle(self) -> timedelta:
+        """``idle_timeout``: a session with no event for this long expires (0: never)."""
+        return self._idle.after
 
     def advance(self, ts: datetime, received: datetime | None) -> None:
         """Move the clock to an event's ``ts`` (never back; with a broker timestamp,
@@ -52,9 +102,7 @@ class Lifetimes:
     def watch(self, key: SessionKey, newest: datetime) -> None:
         """A session's newest ``ts`` is ``newest``: it expires ``idle_timeout`` later.
         A session already watched keeps its entry, which moves on when it surfaces."""
-        if self.idle and key not in self._watched:
-            self._watched.add(key)
-            heapq.heappush(self._due, (newest + self.idle, key))
+        self._idle.watch(key, newest)
 
     def expired(
         self, newest_of: Callable[[SessionKey], datetime | None]
@@ -62,25 +110,12 @@ class Lifetimes:
         """The sessions now expired and their expiry time, taking them off the watch:
         ``newest_of`` gives a live session's newest ``ts`` (an entry that no longer
         matches it is stale and skipped)."""
-        clock = self.clock
-        due = self._due
-        while due and clock is not None and due[0][0] < clock:
-            at, key = heapq.heappop(due)
-            newest = newest_of(key)
-            if newest is None:  # closed or expired since
-                self._watched.discard(key)
-                continue
-            due_at = newest + self.idle
-            if due_at > at:  # a newer event since: the entry moves on
-                heapq.heappush(due, (due_at, key))
-                continue
-            self._watched.discard(key)
-            yield key, due_at
+        return self._idle.due(self.clock, newest_of)
 
     @property
     def watching(self) -> int:
         """Entries waiting to expire a session: at most one per live session."""
-        return len(self._due)
+        return len(self._idle)
 
     def forgotten(self) -> Iterator[SessionKey]:
         """The markers whose retention has run out by the clock, taken off the book."""

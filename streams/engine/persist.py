@@ -44,7 +44,8 @@ as they are.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -114,18 +115,23 @@ class Changelog:
         """An ended session's marker ran out of retention."""
         self._pending.append(forget_record(key))
 
+    def owing(self) -> AbstractSet[SessionKey]:
+        """The sessions changed since the last drain (their records are owed)."""
+        return self._touched
+
     def clock_moved(self) -> None:
         """The partition's clock moved (its record is written at the next drain)."""
         self._clock_moved = True
 
     def drain(
         self,
-        sessions: dict[SessionKey, SessionState],
-        windows: dict[SessionKey, DedupWindow],
+        sessions: Mapping[SessionKey, SessionState],
+        windows: Mapping[SessionKey, DedupWindow],
         clock: datetime | None,
     ) -> list[Record]:
         """Every record owed since the last drain (the duplicate-window chunks read from
-        ``windows``), the marks cleared."""
+        ``windows``, after ``sessions`` gave the session: a cold one is thawed, its
+        window back in ``windows``), the marks cleared."""
         records = self._pending
         self._pending = []
         if self._clock_moved:

@@ -149,6 +149,8 @@ class EngineFigures:
     live_sessions: int
     sessions_closed: int
     sessions_expired: int = 0
+    cold_sessions: int = 0
+    thaws: int = 0
 
 
 class _EngineCollector(Collector):
@@ -195,6 +197,16 @@ class _EngineCollector(Collector):
                 "Sessions expired after idle_timeout without events (contract 1.2)",
                 value=figures.sessions_expired,
             ),
+            GaugeMetricFamily(
+                "spanguard_cold_sessions",
+                "Live sessions held packed after cold_after without events (of live_sessions)",
+                value=figures.cold_sessions,
+            ),
+            CounterMetricFamily(
+                "spanguard_session_thaws",
+                "Cold sessions unpacked to be read (an event after cold_after, an expiry)",
+                value=figures.thaws,
+            ),
         ]
 
 
@@ -212,6 +224,8 @@ def engine_figures(engines: Callable[[], Iterable[Engine]]) -> Callable[[], Engi
             live_sessions=sum(len(e.sessions) for e in owned),
             sessions_closed=sum(s.sessions_closed for s in stats),
             sessions_expired=sum(s.sessions_expired for s in stats),
+            cold_sessions=sum(e.sessions.cold for e in owned),
+            thaws=sum(e.sessions.thaws for e in owned),
         )
 
     return read

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 import orjson
 from hypothesis import given, settings
@@ -11,8 +12,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from spanguard.schemas import IntegrityFault
-from spanguard.streams.fleet.metrics import OTHER, FleetMetrics, TenantLabels, tenant_rank
+from spanguard.streams.fleet.metrics import (
+    OTHER,
+    FleetMetrics,
+    TenantLabels,
+    engine_figures,
+    tenant_rank,
+)
 from spanguard.streams.sim.scenarios import broken, demo_fleet
+from tests.engine.test_expiry import Partition
 from tests.fleet.traces import run
 
 
@@ -133,3 +141,14 @@ def test_gauges_are_replaced_not_accumulated() -> None:
     assert value(found, "spanguard_consumer_lag", partition="0") == 0
     assert value(found, "spanguard_consumer_lag", partition="1") == 7
     assert value(found, "spanguard_active_alerts", rule="critical-fault") == 2
+
+
+def test_cold_sessions_and_thaws_are_exposed() -> None:
+    p = Partition(cold_after=timedelta(minutes=10))
+    for session, hours in (("a", 0), ("b", 0.1), ("c", 0.3), ("a", 0.4)):
+        p.add(session, hours)  # a and b go cold at 0.3 h; a thaws at 0.4 h
+    metrics = FleetMetrics(50, engine_figures(lambda: [p.engine]))
+    found = samples(metrics)
+    assert value(found, "spanguard_live_sessions") == 3
+    assert value(found, "spanguard_cold_sessions") == 1
+    assert value(found, "spanguard_session_thaws_total") == 1

@@ -33,6 +33,11 @@ PACK_LEVEL = 1
 """zlib's level for a cold session: the fastest; a higher one packs little more (the
 digests in a session are random bytes)."""
 
+COOL_PER_TICK = 8
+"""Sessions packed at most per tick of the clock: a restore or a catch-up leaves
+thousands idle at once, and packing one costs ~170 us; the rest pack at the next ticks
+(in steady state far fewer go idle per event)."""
+
 Cold = tuple[datetime | None, bytes]
 """A cold session: its newest ``ts`` (idle expiry reads it without a thaw) and its
 packed state and duplicate window."""
@@ -136,25 +141,28 @@ class Sessions(MutableMapping[SessionKey, SessionState]):
         self._cooling.watch(key, newest)
 
     def cool(self, clock: datetime | None, owing: Container[SessionKey] = ()) -> None:
-        """Pack every hot session idle for ``cold_after`` (strictly) by ``clock``; one
-        still owing changelog records (in ``owing``) waits for :meth:`settle`, as the
-        drain would thaw it again (the event-time clock of a catch-up runs hours ahead
-        between two drains)."""
-        for key, _ in list(self._cooling.due(clock, self._hot_newest)):
+        """Pack the hot sessions idle for ``cold_after`` (strictly) by ``clock``, at most
+        :data:`COOL_PER_TICK`; one still owing changelog records (in ``owing``) waits
+        for :meth:`settle`, as the drain would thaw it again (the event-time clock of a
+        catch-up runs hours ahead between two drains)."""
+        packed = 0
+        for key, _ in self._cooling.due(clock, self._hot_newest):
             if key in owing:
                 self._waiting.add(key)
-            else:
-                self._pack(key)
+                continue
+            self._pack(key)
+            packed += 1
+            if packed == COOL_PER_TICK:
+                return
 
-    def settle(self, clock: datetime | None) -> None:
-        """After a drain: pack the sessions :meth:`cool` left waiting that are still
-        idle for ``cold_after`` by ``clock`` (one with a newer event is watched again)."""
+    def settle(self) -> None:
+        """After a drain: the sessions :meth:`cool` left waiting cool at the next ticks
+        (those still idle; one with a newer event is watched already)."""
         waiting, self._waiting = self._waiting, set()
-        after = self._cooling.after
         for key in waiting:
             newest = self._hot_newest(key)
-            if newest is not None and clock is not None and newest + after < clock:
-                self._pack(key)
+            if newest is not None:
+                self._cooling.watch(key, newest)
 
     def _pack(self, key: SessionKey) -> None:
         session = self._hot.pop(key)

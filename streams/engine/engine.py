@@ -130,7 +130,7 @@ class Engine:
         if self._changelog is None:
             return []
         records = self._changelog.drain(self.sessions, self.windows, self.lifetimes.clock)
-        self.sessions.settle(self.lifetimes.clock)
+        self.sessions.settle()
         return records
 
     def restore(self, records: Iterable[tuple[bytes, bytes]]) -> int:

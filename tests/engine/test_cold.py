@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spanguard.schemas.codec import encode_output
-from spanguard.streams.engine.cold import pack, unpack
+from spanguard.streams.engine.cold import COOL_PER_TICK, pack, unpack
 from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 from spanguard.streams.engine.persist import Record
@@ -97,8 +97,19 @@ def test_a_session_owing_records_waits_for_the_drain_to_pack() -> None:
     p.add("b", 1)  # a is idle, but its records are not drained yet
     assert engine.sessions.cold == 0
     engine.drain_changes()
-    assert engine.sessions.cold == 1  # a: b had an event at the clock's moment
-    assert engine.sessions.thaws == 0
+    assert engine.sessions.cold == 0
+    p.add("b", 1.5)  # the next tick packs a (and b, which its event thaws)
+    assert engine.sessions.cold == 1 and A not in engine.windows and B in engine.windows
+
+
+def test_a_tick_packs_a_bounded_number_of_sessions() -> None:
+    p = Partition(cold_after=timedelta(minutes=10))
+    for n in range(COOL_PER_TICK + 3):
+        p.add(f"s{n}", 0)
+    p.add("late", 1)
+    assert p.engine.sessions.cold == COOL_PER_TICK
+    p.add("late", 1.01)
+    assert p.engine.sessions.cold == COOL_PER_TICK + 3
 
 
 def test_a_packed_session_unpacks_equal() -> None:

@@ -19,6 +19,7 @@ import gc
 import random
 import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -73,19 +74,31 @@ def measure_decode(text: Callable[[], str], number: int = 20_000) -> Json:
 
 
 def measure_memory(
-    text: Callable[[], str], sessions: int = 100, spans: int = 1_000, changes: bool = True
+    text: Callable[[], str],
+    sessions: int = 100,
+    spans: int = 1_000,
+    changes: bool = True,
+    uuid_ids: bool = False,
 ) -> Json:
     """Traced bytes per live span of one engine holding ``sessions`` x ``spans`` spans,
-    run as the worker runs it (``changes``: change tracking on, drained at checkpoints)."""
+    run as the worker runs it (``changes``: change tracking on, drained at checkpoints).
+    Spans are numbered in each session (``s00001``), as a harness that counts its
+    messages does, or with ``uuid_ids`` given random UUIDs, unique in the fleet, as the
+    SDK's adapters do."""
+    ids = random.Random(11)
     scripts = []
     for n in range(sessions):
         s = SessionScript(f"mem-{n:04d}", tenant=f"tenant-{n % 4}")
-        for i in range(spans):
+        span_ids = [
+            str(uuid.UUID(int=ids.getrandbits(128), version=4)) if uuid_ids else f"s{i:05d}"
+            for i in range(spans)
+        ]
+        for i, span_id in enumerate(span_ids):
             if i % 3 == 0:
                 s.next_turn()
-            s.add(f"s{i:05d}", text())
+            s.add(span_id, text())
         for start in range(0, spans, 250):
-            s.score(*[(f"s{i:05d}", 0.1 + (i % 9) / 10) for i in range(start, start + 250)])
+            s.score(*[(span_ids[i], 0.1 + (i % 9) / 10) for i in range(start, start + 250)])
         scripts.append(s)
     lines = interleave(scripts)
     # Every session held as objects (cold_after 0): a live span's cost, not its packed form's.
@@ -106,6 +119,7 @@ def measure_memory(
         "change_tracking": changes,
         "live_spans": live,
         "sessions": sessions,
+        "span_ids": "uuid4" if uuid_ids else "numbered",
         "traced_bytes": after - before,
         "bytes_per_live_span": round(per_span, 1),
         "note": "includes each session's duplicate window (one event id per accepted event)",

@@ -28,8 +28,11 @@ before it).
   (:mod:`~spanguard.streams.engine.cold`): at the end of the simulated fleet's four
   hours most sessions are, as in a fleet whose sessions live ``idle_timeout`` (24 h)
   past their last event. ``per_hot_session`` is the same measure with ``cold_after`` 0,
-  every session held as objects: what a busy session costs. The per-span row holds
-  every session as objects too.
+  every session held as objects: what a busy session costs. The per-span rows hold
+  every session as objects too; ``per_span`` numbers its spans in each session
+  (``s00001``: short ids, shared by every session that has them,
+  :func:`~spanguard.streams.engine.holdings.share_id`), ``per_span_uuid_ids`` gives
+  them random UUIDs, as the SDK's adapters do (each span keeps its own 85 B string).
 
     .venv/bin/python -m bench.memory             # tracemalloc figures
     .venv/bin/python -m bench.memory --top 30    # and the 30 lines a session costs most at
@@ -67,13 +70,25 @@ def open_session_lines(sessions: int, seed: int = 7) -> list[bytes]:
     return [line for line in fleet.lines if not _closes(line)]
 
 
-_SESSION = re.compile(rb'"session_id":"s\d+-(\d+)"')
+_SESSION = re.compile(rb'"session_id":"([^"]+)"')
 
 
-def _session_number(line: bytes) -> int:
-    """The index of a simulated session (-1 for a line with none: it goes with the half)."""
-    found = _SESSION.search(line)
-    return -1 if found is None else int(found.group(1))
+def split_by_start(lines: Sequence[bytes], first: int) -> tuple[list[bytes], list[bytes]]:
+    """``lines`` (in time order) as the lines of the ``first`` sessions to start and the
+    lines of the others, each in order (a line naming no session goes with the first):
+    fed one after the other, the second part moves the partition's clock on, as time
+    does, and a session of either goes cold when it falls idle."""
+    started: dict[bytes, bool] = {}
+    early: list[bytes] = []
+    late: list[bytes] = []
+    for line in lines:
+        found = _SESSION.search(line)
+        if found is None:
+            early.append(line)
+            continue
+        is_early = started.setdefault(found.group(1), len(started) < first)
+        (early if is_early else late).append(line)
+    return early, late
 
 
 def _closes(line: bytes) -> bool:
@@ -128,7 +143,7 @@ def measure_sessions(
     # Warm the module-level caches (compiled patterns, word lists) on other sessions.
     for line in open_session_lines(20, seed=99):
         Engine(settings).process_raw(line, SOURCE)
-    half = [line for line in lines if _session_number(line) < sessions // 2]
+    half, _ = split_by_start(lines, sessions // 2)
     half_engine, half_grown, half_at = _traced_growth(half, settings, changes, top > 0)
     half_live = len(half_engine.sessions)
     del half_engine
@@ -160,7 +175,7 @@ def measure_sessions(
     }
 
 
-def measure_spans(sessions: int, changes: bool = True) -> Json:
+def measure_spans(sessions: int, changes: bool = True, uuid_ids: bool = False) -> Json:
     """``bench.engine``'s memory row: traced bytes per live span, 1,000 spans a session
     (``bytes_per_live_span``, what an engine holds once included, as ``bench.engine``
     reports it), and the marginal cost of a span (the growth from half the sessions to
@@ -169,8 +184,8 @@ def measure_spans(sessions: int, changes: bool = True) -> Json:
     row's does."""
     if sessions < 2:
         raise SystemExit("error: --spans-sessions needs 2 sessions or more (a half to compare)")
-    full = _span_row(sessions, changes)
-    half = _span_row(sessions // 2, changes)
+    full = _span_row(sessions, changes, uuid_ids)
+    half = _span_row(sessions // 2, changes, uuid_ids)
     grown = full["traced_bytes"] - half["traced_bytes"]
     marginal = grown / (full["live_spans"] - half["live_spans"])
     return {
@@ -181,7 +196,7 @@ def measure_spans(sessions: int, changes: bool = True) -> Json:
     }
 
 
-def _span_row(sessions: int, changes: bool) -> Json:
+def _span_row(sessions: int, changes: bool, uuid_ids: bool) -> Json:
     """One engine holding ``sessions`` x 1,000 live, scored spans (the same texts for
     the same number of sessions)."""
     from bench.engine.text import TOOL_TEMPLATES, USER_TEMPLATES, TextGen
@@ -194,7 +209,7 @@ def _span_row(sessions: int, changes: bool) -> Json:
     def text() -> str:
         return gen.text(templates[next(pick) % 2])
 
-    return measure_memory(text, sessions=sessions, spans=1_000, changes=changes)
+    return measure_memory(text, sessions=sessions, spans=1_000, changes=changes, uuid_ids=uuid_ids)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "per_session": measure_sessions(args.sessions, args.top, changes),
         "per_hot_session": measure_sessions(args.sessions, 0, changes, timedelta(0)),
         "per_span": measure_spans(args.spans_sessions, changes),
+        "per_span_uuid_ids": measure_spans(args.spans_sessions, changes, uuid_ids=True),
     }
     print(json.dumps(report, indent=2))
     return 0

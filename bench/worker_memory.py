@@ -3,7 +3,11 @@
 Starts a broker of its own (a temporary home, free ports), one worker on one input
 partition (idle expiry off, fleet monitoring on, as shipped), and produces the
 simulated fleet of :mod:`bench.memory` (``--sessions`` sessions of the default fleet,
-their ``session.closed`` lines left out, so every session stays live) in halves:
+their ``session.closed`` lines left out, so every session stays live) in halves, the
+first half of the sessions to start and then the others (:func:`bench.memory.split_by_start`:
+the second half moves the partition's clock on, so sessions go cold as they fall idle,
+``cold_after`` as shipped; until 2026-12-04 the halves were split by session number, and
+the second half, all of it behind the clock the first had reached, never moved it):
 after each half, once the worker has committed every input record, it reads the
 worker's ``VmRSS`` and its ``spanguard_live_sessions``. The marginal RSS per live
 session is the growth from the first half to the second, divided by the sessions the
@@ -26,8 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines
-from bench.memory import _session_number as session_number
+from bench.memory import TARGET_BYTES_PER_SESSION, open_session_lines, split_by_start
 from bench.soak import committed, rss_mb, scrape
 from spanguard.streams.app.processes import WorkerProcess, spawn_worker
 from spanguard.streams.kafka_io.producer import produce_lines
@@ -65,13 +68,14 @@ def _sample(worker: WorkerProcess, web_port: int, produced: int) -> dict[str, fl
     """RSS and live sessions (the sessions produced when the worker serves no
     ``/metrics``: with fleet monitoring off)."""
     try:
-        live = scrape(web_port).get("spanguard_live_sessions", float(produced))
+        figures = scrape(web_port)
     except urllib.error.HTTPError:
-        live = float(produced)
+        figures = {}
     return {
         "produced_sessions": produced,
         "rss_mb": rss_mb(worker.process.pid),
-        "live_sessions": live,
+        "live_sessions": figures.get("spanguard_live_sessions", float(produced)),
+        "cold_sessions": figures.get("spanguard_cold_sessions", 0.0),
     }
 
 
@@ -100,8 +104,7 @@ def measure(
     """Produce the fleet in halves to a fresh worker; RSS and live sessions after each."""
     lines = open_session_lines(sessions)
     half = sessions // 2
-    first = [line for line in lines if session_number(line) < half]
-    second = [line for line in lines if session_number(line) >= half]
+    first, second = split_by_start(lines, half)
     asyncio.run(ensure_topics(load_settings(broker=f"kafka://{bootstrap}", topic_prefix=PREFIX)))
     [web_port] = free_ports(1)
     worker = spawn_worker("wmem", _env(bootstrap, home, web_port, fleet), home / "worker.log")

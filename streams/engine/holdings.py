@@ -88,18 +88,24 @@ def share_mentions(mentions: tuple[Mention, ...]) -> tuple[Mention, ...]:
 _shared_strings: dict[frozenset[str], frozenset[str]] = {}
 
 
+def _remembered(value: Item, table: dict[Item, Item]) -> Item:
+    """``value``, or the equal one ``table`` remembers (bounded by
+    :data:`SHARED_HOLDS_ENTRIES`, cleared when full)."""
+    found = table.get(value)
+    if found is not None:
+        return found
+    if len(table) >= SHARED_HOLDS_ENTRIES:
+        table.clear()
+    table[value] = value
+    return value
+
+
 def share_strings(members: frozenset[str]) -> frozenset[str]:
     """``members``, or an equal set a recent session already keeps: the sessions of a
     fleet learn the same few entity types, and often protect spans of the same ids (a
     system prompt's), and a set costs 216 B a session and more. A pure memory measure,
     as :func:`share_holds` (bounded by the same number of entries, cleared when full)."""
-    found = _shared_strings.get(members)
-    if found is not None:
-        return found
-    if len(_shared_strings) >= SHARED_HOLDS_ENTRIES:
-        _shared_strings.clear()
-    _shared_strings[members] = members
-    return members
+    return _remembered(members, _shared_strings)
 
 
 SHARED_ID_LENGTH = 24
@@ -115,15 +121,7 @@ def share_id(value: str) -> str:
     own copy of the same short ids (49 B and more each, ~2 KB a simulated session,
     its gone spans' included). A pure memory measure, as :func:`share_holds` (bounded,
     cleared when full); a long id is kept as given."""
-    if len(value) > SHARED_ID_LENGTH:
-        return value
-    found = _shared_ids.get(value)
-    if found is not None:
-        return found
-    if len(_shared_ids) >= SHARED_HOLDS_ENTRIES:
-        _shared_ids.clear()
-    _shared_ids[value] = value
-    return value
+    return value if len(value) > SHARED_ID_LENGTH else _remembered(value, _shared_ids)
 
 
 def forget_shared() -> None:

@@ -9,7 +9,9 @@ the live state holds is counted, and nothing an earlier run left in a cache is r
 uncounted):
 
 The engine runs as the worker runs it: change tracking on, its changes drained every
-``commit_every`` records of the runtime's defaults (``--no-changes``: off, the basis of
+:data:`DRAIN_EVERY` records in the per-session rows (since 2026-12-04 night; before,
+and in the per-span rows, every ``commit_every`` records of the runtime's defaults: see
+:data:`DRAIN_EVERY` for why it matters once sessions go cold) (``--no-changes``: off, the basis of
 the figures before 2026-12-04, ~0.5 KB a simulated session less since round 8, ~2 KB
 before it).
 
@@ -57,6 +59,12 @@ from spanguard.streams.engine.config import EngineSettings
 from spanguard.streams.engine.engine import Engine, Source
 
 Json = dict[str, Any]
+DRAIN_EVERY = 1_000
+"""Records between two drains of the per-session rows: a worker at 1,000 events/s under
+the default 1 s ``commit_interval``. At ``commit_every``'s 20,000 (a worker at full speed,
+or ``bench.engine``'s untimed feed) a session due to go cold while it still owes
+changelog records waits for the drain, so a run that ends 10,000 records after its last
+drain holds ~45 minutes of simulated sessions hot, a figure of where the run stops."""
 TARGET_BYTES_PER_SPAN = 600.0
 TARGET_BYTES_PER_SESSION = 12_000.0
 SOURCE = Source("spanguard.events", 0, 0)
@@ -112,7 +120,7 @@ def _traced_growth(
     tracemalloc.start()
     start = tracemalloc.take_snapshot() if by_line else None
     before = tracemalloc.get_traced_memory()[0]
-    feed(engine, lines)
+    feed(engine, lines, DRAIN_EVERY)
     engine.clear_caches()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]

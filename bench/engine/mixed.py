@@ -251,14 +251,15 @@ def _default_commit_every() -> int:
 DEFAULT_COMMIT_EVERY = _default_commit_every()
 
 
-def feed(engine: Engine, lines: Sequence[bytes]) -> None:
+def feed(engine: Engine, lines: Sequence[bytes], drain_every: int = DEFAULT_COMMIT_EVERY) -> None:
     """Process ``lines`` as the worker does, untimed: with change tracking on, the
-    changes are drained at each checkpoint (every ``commit_every`` records) and after
-    the last. (The timed loops, :func:`run_mixed` and ``instructions``, spell it out.)"""
+    changes are drained at each checkpoint (every ``drain_every`` records, by default
+    ``commit_every``'s) and after the last. (The timed loops, :func:`run_mixed` and
+    ``instructions``, spell it out.)"""
     tracking = engine.tracks_changes
     for n, line in enumerate(lines, 1):
         engine.process_raw(line, SOURCE)
-        if tracking and n % DEFAULT_COMMIT_EVERY == 0:
+        if tracking and n % drain_every == 0:
             engine.drain_changes()
     if tracking:
         engine.drain_changes()

@@ -140,20 +140,33 @@ class Sessions(MutableMapping[SessionKey, SessionState]):
         later, unless a newer event comes first."""
         self._cooling.watch(key, newest)
 
-    def cool(self, clock: datetime | None, owing: Container[SessionKey] = ()) -> None:
+    def cool(
+        self,
+        clock: datetime | None,
+        owing: Container[SessionKey] = (),
+        busy: SessionKey | None = None,
+    ) -> None:
         """Pack the hot sessions idle for ``cold_after`` (strictly) by ``clock``, at most
         :data:`COOL_PER_TICK`; one still owing changelog records (in ``owing``) waits
         for :meth:`settle`, as the drain would thaw it again (the event-time clock of a
-        catch-up runs hours ahead between two drains)."""
+        catch-up runs hours ahead between two drains), and ``busy``, the session of the
+        event that moved the clock, is watched again instead of packed and thawed at
+        once."""
         packed = 0
+        skipped: datetime | None = None
         for key, _ in self._cooling.due(clock, self._hot_newest):
-            if key in owing:
+            if key == busy:
+                skipped = self._hot_newest(key)
+            elif key in owing:
                 self._waiting.add(key)
-                continue
-            self._pack(key)
-            packed += 1
-            if packed == COOL_PER_TICK:
-                return
+            else:
+                self._pack(key)
+                packed += 1
+                if packed == COOL_PER_TICK:
+                    break
+        if busy is not None and skipped is not None:
+            # after the walk: an entry due already would surface again within it
+            self._cooling.watch(busy, skipped)
 
     def settle(self) -> None:
         """After a drain: the sessions :meth:`cool` left waiting cool at the next ticks

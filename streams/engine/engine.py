@@ -203,7 +203,7 @@ class Engine:
     def _process(self, event: InputEvent, raw: bytes, source: Source) -> list[OutputEvent]:
         key = (event.tenant, event.session_id)
         self._last_ts = event.ts
-        self._tick(event.ts, source.received)
+        self._tick(event.ts, source.received, key)
         ended = self.markers.get(key)
         if ended is not None and ended.kind == "expired":
             if event.seq <= ended.last_seq:
@@ -342,8 +342,9 @@ class Engine:
 
     # -- idle expiry (contract 1.2) --------------------------------------
 
-    def _tick(self, ts: datetime, received: datetime | None) -> None:
-        """Move the clock, expire the sessions it leaves idle, forget old markers."""
+    def _tick(self, ts: datetime, received: datetime | None, busy: SessionKey) -> None:
+        """Move the clock, expire the sessions it leaves idle, forget old markers, pack
+        idle sessions but ``busy``, the session of the event that moved it."""
         lifetimes = self.lifetimes
         before = lifetimes.clock
         lifetimes.advance(ts, received)
@@ -359,7 +360,7 @@ class Engine:
         for key in list(lifetimes.forgotten()):
             if changelog is not None:
                 changelog.forgotten(key)
-        self.sessions.cool(lifetimes.clock, () if changelog is None else changelog.owing())
+        self.sessions.cool(lifetimes.clock, () if changelog is None else changelog.owing(), busy)
 
     def _touch_newest(self, session: SessionState, ts: datetime) -> None:
         if session.newest_ts is None or ts > session.newest_ts:

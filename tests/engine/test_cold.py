@@ -121,3 +121,26 @@ def test_a_packed_session_unpacks_equal() -> None:
     again, window_again = unpack(pack(session, window))
     assert again.spans == session.spans and again.last_seq == session.last_seq
     assert window_again is not None and list(window_again.ring) == list(window.ring)
+
+
+def test_the_session_of_the_event_that_moves_the_clock_is_not_packed_and_thawed() -> None:
+    p = Partition(cold_after=timedelta(minutes=10))
+    p.add("a", 0)
+    p.add("a", 1)  # the partition was quiet for an hour: a's own event moved the clock
+    sessions = p.engine.sessions
+    assert (sessions.freezes, sessions.thaws) == (0, 0)
+    p.add("b", 2)  # and a still goes cold when it falls idle
+    assert sessions.cold == 1 and A not in p.engine.windows
+
+
+def test_a_duplicate_that_moves_the_clock_leaves_its_session_watched() -> None:
+    p = Partition(cold_after=timedelta(minutes=10))
+    p.add("a", 0)
+    first = p.lines[0]
+    # the same event id redelivered with a later ts: a duplicate, yet it moves the clock
+    late = first.replace(b'"ts":"2026-11-30T09:00:00Z"', b'"ts":"2026-11-30T10:00:00Z"')
+    assert late != first
+    assert p.engine.process_raw(late, Source("t", 0, 50)) == []
+    assert p.engine.sessions.cold == 0
+    p.add("b", 2)
+    assert p.engine.sessions.cold == 1 and A not in p.engine.windows

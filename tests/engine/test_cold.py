@@ -17,6 +17,7 @@ from spanguard.streams.engine.persist import Record
 from spanguard.streams.sim import SimConfig, simulate
 from tests.engine.scripts import actions, build
 from tests.engine.test_expiry import Partition, rejection
+from tests.engine.test_persist import run_split, run_whole
 from tests.engine.test_properties import PROPS
 
 NEVER = timedelta(0)
@@ -59,6 +60,16 @@ def test_packing_at_every_tick_changes_no_output_and_no_record(
 ) -> None:
     lines = build(script_actions).lines()
     assert run(lines, AT_ONCE, drain_every)[:2] == run(lines, NEVER, drain_every)[:2]
+
+
+@PROPS
+@given(actions(), st.integers(0, 40))
+def test_a_restore_at_any_point_with_sessions_packed_gives_the_same_output(
+    script_actions: list[tuple],  # type: ignore[type-arg]
+    cut: int,
+) -> None:
+    lines = build(script_actions).lines()
+    assert run_split(lines, min(cut, len(lines)), cold_after=AT_ONCE) == run_whole(lines)
 
 
 def test_a_quiet_session_packs_after_cold_after_and_thaws_with_its_window() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
 import orjson
 import pytest
@@ -46,9 +47,13 @@ class Changelog(dict[bytes, bytes]):
                 self[key] = value
 
 
-def run_split(lines: list[bytes], cut: int, window: int = 10_000) -> list[bytes]:
-    """Process lines[:cut], restore a fresh engine from the changelog, process the rest."""
-    conf = EngineSettings(dedup_window=window)
+def run_split(
+    lines: list[bytes], cut: int, window: int = 10_000, cold_after: timedelta | None = None
+) -> list[bytes]:
+    """Process lines[:cut], restore a fresh engine from the changelog, process the rest
+    (``cold_after``: the engines' setting, None for its default)."""
+    packing = {} if cold_after is None else {"cold_after": cold_after}
+    conf = EngineSettings(dedup_window=window, **packing)
     log = Changelog()
     first = Engine(conf, track_changes=True)
     out = []

@@ -92,12 +92,10 @@ class Sessions(MutableMapping[SessionKey, SessionState]):
         return default
 
     def __getitem__(self, key: SessionKey) -> SessionState:
-        session = self._hot.get(key)
-        if session is not None:
-            return session
-        if key in self._cold:
-            return self._thaw(key)
-        raise KeyError(key)
+        session = self.get(key)
+        if session is None:
+            raise KeyError(key)
+        return session
 
     def __setitem__(self, key: SessionKey, session: SessionState) -> None:
         self._cold.pop(key, None)
